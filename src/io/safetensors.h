@@ -6,6 +6,7 @@
 // then the data section; offsets are relative to the data section.
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -89,6 +90,7 @@ class SafetensorsWriter {
     const void* data;
   };
   std::vector<Item> items_;
+  std::set<std::string> names_;  // duplicate check without a scan per add()
   std::map<std::string, std::string> metadata_;
 };
 

@@ -1,0 +1,135 @@
+// rinfer bench: time to first token, prefill and decode throughput, peak RSS,
+// as mean ± std over samples after a warm-up, with the decode bandwidth the
+// weights demand (bytes per token × tokens/s).
+#include <cmath>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "common.h"
+#include "core/atomic_file.h"
+#include "core/cpu_features.h"
+#include "core/error.h"
+#include "core/process_stats.h"
+#include "kernels/cpu/ops.h"
+#include "runtime/generator.h"
+
+namespace rinfer::cli {
+
+namespace {
+struct Series {
+  std::vector<double> v;
+  double mean() const {
+    double s = 0;
+    for (double x : v) s += x;
+    return v.empty() ? 0 : s / double(v.size());
+  }
+  double std() const {
+    if (v.size() < 2) return 0;
+    double m = mean(), s = 0;
+    for (double x : v) s += (x - m) * (x - m);
+    return std::sqrt(s / double(v.size() - 1));
+  }
+};
+}  // namespace
+
+Runner add_bench(CLI::App& app) {
+  struct Opts {
+    std::string model, json_out;
+    int64_t prompt_len = 128, gen_len = 128;
+    int samples = 5, warmup = 1;
+    double mem_bw = 0;
+    RuntimeOptions rt;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("bench", "Measure TTFT, prefill and decode speed and memory");
+  cmd->add_option("--model,-m", o->model, "rinfer model directory or Hugging Face checkpoint directory")->required();
+  cmd->add_option("--prompt-len", o->prompt_len, "Prompt tokens")->check(CLI::PositiveNumber);
+  cmd->add_option("--gen-len", o->gen_len, "Generated tokens per sample")->check(CLI::PositiveNumber);
+  cmd->add_option("--samples", o->samples, "Measured runs")->check(CLI::PositiveNumber);
+  cmd->add_option("--warmup", o->warmup, "Unmeasured runs first")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--mem-bw", o->mem_bw, "Memory read bandwidth in GB/s (e.g. from membw.c) for the roofline ratio")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--json", o->json_out, "Write the results as JSON to this file");
+  add_runtime_options(cmd, o->rt);
+  return [o]() -> int {
+    if (o->rt.kv_cache_tokens == 0) o->rt.kv_cache_tokens = o->prompt_len + o->gen_len;
+    auto s = open_session(o->model, o->rt, false);
+    const auto& cfg = s->lm.config;
+    RINFER_CHECK(o->prompt_len + o->gen_len <= cfg.max_position_embeddings, "--prompt-len + --gen-len (",
+                 o->prompt_len + o->gen_len, ") exceeds the model's context of ", cfg.max_position_embeddings);
+    // A fixed pseudo-random prompt: the same ids for every run and machine.
+    std::vector<int32_t> prompt(size_t(o->prompt_len));
+    uint64_t x = 0x2545F4914F6CDD1Dull;
+    for (auto& id : prompt) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      id = int32_t(3 + x % uint64_t(std::max<int64_t>(cfg.vocab_size - 3, 1)));
+    }
+    Generator gen(*s->lm.model, *s->kv);
+    GenerateOptions go;
+    go.max_new_tokens = o->gen_len;
+    go.sampling.temperature = 0;  // greedy, no EOS stop: every sample decodes gen_len tokens
+    for (int i = 0; i < o->warmup; ++i) gen.generate(prompt, go);
+    Series ttft, prefill_tps, decode_tps, rss;
+    for (int i = 0; i < o->samples; ++i) {
+      reset_peak_rss();
+      auto r = gen.generate(prompt, go);
+      ttft.v.push_back(r.ttft_s * 1e3);
+      prefill_tps.v.push_back(double(prompt.size()) / r.prefill_s);
+      decode_tps.v.push_back(r.n_decode_steps > 0 ? double(r.n_decode_steps) / r.decode_s : 0);
+      rss.v.push_back(double(peak_rss_bytes()));
+    }
+    const uint64_t wbytes = s->lm.model->weight_bytes_per_token();
+    const double bw = double(wbytes) * decode_tps.mean() / 1e9;
+    const auto& cpu = cpu_features();
+    nlohmann::json j = {
+        {"model", s->lm.name},
+        {"model_path", o->model},
+        {"architecture", cfg.architecture},
+        {"dtype", std::string(dtype_user_name(s->lm.dtype))},
+        {"kv_cache_dtype", std::string(dtype_user_name(s->kv->dtype()))},
+        {"weights", o->rt.weights},
+        {"threads", s->pool->size()},
+        {"prompt_len", o->prompt_len},
+        {"gen_len", o->gen_len},
+        {"samples", o->samples},
+        {"warmup", o->warmup},
+        {"ttft_ms", ttft.mean()},
+        {"ttft_ms_std", ttft.std()},
+        {"prefill_tokens_per_s", prefill_tps.mean()},
+        {"prefill_tokens_per_s_std", prefill_tps.std()},
+        {"decode_tokens_per_s", decode_tps.mean()},
+        {"decode_tokens_per_s_std", decode_tps.std()},
+        {"tpot_ms", decode_tps.mean() > 0 ? 1e3 / decode_tps.mean() : 0},
+        {"peak_rss_bytes", rss.mean()},
+        {"peak_rss_bytes_std", rss.std()},
+        {"weight_bytes_per_token", wbytes},
+        {"decode_weight_bandwidth_gb_s", bw},
+        {"cpu", cpu.model_name},
+        {"cpu_features", cpu.summary()},
+        {"kernel_isa", kernels::cpu::isa_name(kernels::cpu::active_isa())},
+        {"rinfer_commit", RINFER_GIT_COMMIT},
+    };
+    if (o->mem_bw > 0) {
+      j["mem_bw_gb_s"] = o->mem_bw;
+      j["decode_bandwidth_ratio"] = bw / o->mem_bw;
+    }
+    std::printf("model %s (%s, %s weights, %d threads, %s)\n", s->lm.name.c_str(), cfg.architecture.c_str(),
+                std::string(dtype_user_name(s->lm.dtype)).c_str(), s->pool->size(), cpu.model_name.c_str());
+    std::printf("  prompt %lld tokens, generate %lld tokens, %d samples after %d warm-up\n", (long long)o->prompt_len,
+                (long long)o->gen_len, o->samples, o->warmup);
+    std::printf("  TTFT            %10.1f ± %.1f ms\n", ttft.mean(), ttft.std());
+    std::printf("  prefill         %10.1f ± %.1f tokens/s\n", prefill_tps.mean(), prefill_tps.std());
+    std::printf("  decode          %10.2f ± %.2f tokens/s (TPOT %.1f ms)\n", decode_tps.mean(), decode_tps.std(),
+                decode_tps.mean() > 0 ? 1e3 / decode_tps.mean() : 0.0);
+    std::printf("  peak RSS        %10.1f MB\n", rss.mean() / 1e6);
+    std::printf("  weights/token   %10.1f MB -> %.1f GB/s while decoding", double(wbytes) / 1e6, bw);
+    if (o->mem_bw > 0) std::printf(" = %.2f of %.1f GB/s", bw / o->mem_bw, o->mem_bw);
+    std::printf("\n");
+    if (!o->json_out.empty()) write_file_atomic(o->json_out, j.dump(2) + "\n");
+    return 0;
+  };
+}
+
+}  // namespace rinfer::cli

@@ -1,0 +1,107 @@
+// rinfer run: generate text from a prompt (text or token ids).
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "common.h"
+#include "core/error.h"
+#include "runtime/generator.h"
+
+namespace rinfer::cli {
+
+namespace {
+struct RunOptions {
+  std::string model, prompt, prompt_ids;
+  int64_t max_new_tokens = 128;
+  float temperature = 0.8f, top_p = 0.95f, repetition_penalty = 1.0f;
+  int32_t top_k = 0;
+  int64_t seed = -1;
+  bool json = false, ignore_eos = false;
+  int64_t max_model_len = 0;
+  RuntimeOptions rt;
+};
+
+std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+}  // namespace
+
+Runner add_run(CLI::App& app) {
+  auto o = std::make_shared<RunOptions>();
+  auto* cmd = app.add_subcommand("run", "Generate text from a prompt");
+  cmd->add_option("--model,-m", o->model, "rinfer model directory or Hugging Face checkpoint directory")->required();
+  auto* p = cmd->add_option("--prompt,-p", o->prompt, "Prompt text (BOS added as the tokenizer config says)");
+  cmd->add_option("--prompt-ids", o->prompt_ids, "Prompt as comma-separated token ids, used as given")->excludes(p);
+  cmd->add_option("--max-new-tokens,-n", o->max_new_tokens, "Tokens to generate at most")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--temperature,-t", o->temperature, "0 = greedy")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-k", o->top_k, "Keep the k most likely tokens (0 = off)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-p", o->top_p, "Nucleus sampling mass in (0, 1]")->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--repetition-penalty", o->repetition_penalty, "HF-style penalty (1 = off)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", o->seed, "Random seed (default: random)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-model-len", o->max_model_len, "Limit prompt + output tokens")->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at EOS");
+  cmd->add_flag("--json", o->json, "Print one JSON object (prompt_ids, output_ids, text, timings)");
+  add_runtime_options(cmd, o->rt);
+  return [o]() -> int {
+    const bool use_text = o->prompt_ids.empty();
+    auto s = open_session(o->model, o->rt, /*need_tokenizer=*/true);
+    const auto& cfg = s->lm.config;
+    std::vector<int32_t> prompt =
+        use_text ? s->tokenizer->encode(o->prompt, /*add_special=*/true) : parse_ids(o->prompt_ids);
+    if (prompt.empty() && cfg.bos_token_id >= 0) prompt.push_back(cfg.bos_token_id);
+    GenerateOptions go;
+    go.max_new_tokens = o->max_new_tokens;
+    go.max_context = o->max_model_len;
+    go.sampling.temperature = o->temperature;
+    go.sampling.top_k = o->top_k;
+    go.sampling.top_p = o->top_p;
+    go.sampling.repetition_penalty = o->repetition_penalty;
+    go.sampling.seed = o->seed >= 0 ? uint64_t(o->seed) : std::random_device{}();
+    if (!o->ignore_eos) {
+      go.stop_ids = cfg.eos_token_ids;
+      int32_t tok_eos = s->tokenizer->eos_id();
+      if (tok_eos >= 0 && std::find(go.stop_ids.begin(), go.stop_ids.end(), tok_eos) == go.stop_ids.end())
+        go.stop_ids.push_back(tok_eos);
+    }
+    Generator gen(*s->lm.model, *s->kv);
+    GenerateResult r;
+    if (o->json) {
+      r = gen.generate(prompt, go);
+    } else {
+      // Stream: the prompt as given, then each piece as soon as it is whole UTF-8.
+      if (use_text) std::fputs(o->prompt.c_str(), stdout);
+      StreamingDetokenizer detok(*s->tokenizer);
+      if (use_text) {
+        // Prime with the prompt so the first generated piece keeps its leading space.
+        for (int32_t id : prompt) detok.push(id);
+      }
+      r = gen.generate(prompt, go, [&](int32_t id) {
+        std::string piece = detok.push(id);
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+      });
+      std::string rest = detok.flush();
+      std::fwrite(rest.data(), 1, rest.size(), stdout);
+      std::fputc('\n', stdout);
+      double tps = r.n_decode_steps > 0 && r.decode_s > 0 ? double(r.n_decode_steps) / r.decode_s : 0;
+      std::fprintf(stderr, "[%zu prompt tokens, %zu generated, stop: %s; TTFT %.1f ms, decode %.2f tok/s]\n",
+                   prompt.size(), r.output_ids.size(), r.stop_reason.c_str(), r.ttft_s * 1e3, tps);
+      return 0;
+    }
+    nlohmann::json j;
+    j["model"] = s->lm.name;
+    j["prompt_ids"] = prompt;
+    j["output_ids"] = r.output_ids;
+    j["text"] = s->tokenizer->decode(r.output_ids);
+    j["stop_reason"] = r.stop_reason;
+    j["seed"] = go.sampling.seed;
+    j["ttft_ms"] = r.ttft_s * 1e3;
+    j["decode_tokens_per_s"] = r.n_decode_steps > 0 && r.decode_s > 0 ? double(r.n_decode_steps) / r.decode_s : 0.0;
+    std::printf("%s\n", dump(j).c_str());
+    return 0;
+  };
+}
+
+}  // namespace rinfer::cli

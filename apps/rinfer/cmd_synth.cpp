@@ -1,0 +1,38 @@
+// rinfer synth: random-weight HF checkpoints with real model shapes.
+#include <cstdio>
+
+#include "commands.h"
+#include "convert/synth.h"
+#include "core/error.h"
+
+namespace rinfer::cli {
+
+Runner add_synth(CLI::App& app) {
+  struct Opts {
+    SynthOptions so;
+    std::string dtype = "bf16";
+    bool list = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("synth", "Write a Hugging Face checkpoint with random weights and real shapes");
+  cmd->add_option("--arch", o->so.family, "Model family of the preset (llama, qwen2); checked against the preset");
+  cmd->add_option("--preset", o->so.preset, "tiny, tinyllama-1.1b, llama-7b, qwen2.5-0.5b");
+  cmd->add_option("--out,-o", o->so.out, "Output directory (must not exist)");
+  cmd->add_option("--dtype", o->dtype, "f32, f16, bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  cmd->add_option("--seed", o->so.seed, "Random seed")->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--list", o->list, "List the presets");
+  return [o]() -> int {
+    if (o->list) {
+      for (const auto& p : synth_presets()) std::printf("%-16s %-6s %s\n", p.name.c_str(), p.family.c_str(), p.description.c_str());
+      return 0;
+    }
+    RINFER_CHECK(!o->so.out.empty(), "--out is required");
+    o->so.dtype = *dtype_from_user_name(o->dtype);
+    synth_checkpoint(o->so);
+    std::printf("wrote %s (preset %s, %s, random weights: the text it generates is nonsense)\n", o->so.out.c_str(),
+                o->so.preset.c_str(), o->dtype.c_str());
+    return 0;
+  };
+}
+
+}  // namespace rinfer::cli

@@ -1,0 +1,173 @@
+// rinfer validate: compare a model's logits and greedy continuations with
+// trusted reference outputs (../shared/testdata/golden/<arch>).
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "common.h"
+#include "convert/hf_checkpoint.h"
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "runtime/generator.h"
+
+namespace fs = std::filesystem;
+
+namespace rinfer::cli {
+
+namespace {
+
+std::vector<float> read_f32(const fs::path& p, size_t expect) {
+  std::ifstream in(p, std::ios::binary);
+  RINFER_CHECK(in, "cannot read ", p.string());
+  std::vector<float> v(expect);
+  in.read(reinterpret_cast<char*>(v.data()), std::streamsize(expect * 4));
+  RINFER_CHECK(size_t(in.gcount()) == expect * 4, p.string(), ": expected ", expect * 4, " bytes");
+  return v;
+}
+
+int32_t argmax(const float* x, int64_t n) {
+  int64_t b = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (x[i] > x[b]) b = i;
+  return int32_t(b);
+}
+
+float top2_margin(const float* x, int64_t n) {
+  float a = -INFINITY, b = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) {
+    if (x[i] > a) {
+      b = a;
+      a = x[i];
+    } else if (x[i] > b) {
+      b = x[i];
+    }
+  }
+  return a - b;
+}
+
+struct RowStats {
+  double max_abs = 0;
+  int rows = 0, agree = 0, checked = 0;  // checked: rows whose reference margin exceeds our error
+};
+
+// Compare one row; in exact mode every argmax must agree, otherwise only
+// rows whose reference top-1 margin is larger than twice our error there.
+void compare_row(const float* ours, const float* ref, int64_t n, bool exact, RowStats& st) {
+  double err = 0;
+  for (int64_t i = 0; i < n; ++i) err = std::max(err, double(std::fabs(ours[i] - ref[i])));
+  st.max_abs = std::max(st.max_abs, err);
+  ++st.rows;
+  bool same = argmax(ours, n) == argmax(ref, n);
+  if (exact || top2_margin(ref, n) > 2 * err) {
+    ++st.checked;
+    if (same) ++st.agree;
+  } else if (same) {
+    ++st.agree;
+  }
+}
+
+}  // namespace
+
+Runner add_validate(CLI::App& app) {
+  struct Opts {
+    std::string model, golden, json_out;
+    double atol = -1;
+    RuntimeOptions rt;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("validate", "Check logits and greedy output against reference data");
+  cmd->add_option("--golden", o->golden, "Golden folder: manifest.json + reference/ (+ hf/)")->required();
+  cmd->add_option("--model,-m", o->model, "Model to check (default: the golden folder's hf/)");
+  cmd->add_option("--atol", o->atol,
+                  "Max |logit - reference| allowed (default: manifest's f32 bound for f32 runs; 0.15 bf16, 0.02 f16)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--json", o->json_out, "Write per-case results to this JSON file");
+  add_runtime_options(cmd, o->rt);
+  return [o]() -> int {
+    const fs::path golden(o->golden);
+    RINFER_CHECK(fs::exists(golden / "manifest.json"), "no manifest.json in golden folder ", o->golden);
+    const auto manifest = read_json_file((golden / "manifest.json").string());
+    const std::string model = o->model.empty() ? (golden / manifest.value("checkpoint_dir", "hf")).string() : o->model;
+    auto s = open_session(model, o->rt, false);
+    const int64_t V = s->lm.config.vocab_size;
+    RINFER_CHECK(manifest.at("n_vocab").get<int64_t>() == V, "golden n_vocab ", manifest.at("n_vocab"),
+                 " differs from the model's vocab_size ", V);
+    const bool exact = s->lm.dtype == DType::F32 && s->kv->dtype() == DType::F32;
+    double atol = o->atol;
+    if (atol <= 0) {
+      if (exact)
+        atol = manifest.at("tolerance").at("f32_logits_max_abs").get<double>();
+      else
+        atol = (s->lm.dtype == DType::BF16 || s->kv->dtype() == DType::BF16) ? 0.15 : 0.02;
+    }
+    std::printf("validate %s against %s (weights %s, KV cache %s, %s mode, atol %.3g)\n", model.c_str(),
+                o->golden.c_str(), std::string(dtype_user_name(s->lm.dtype)).c_str(),
+                std::string(dtype_user_name(s->kv->dtype())).c_str(), exact ? "exact f32" : "top-1", atol);
+    Generator gen(*s->lm.model, *s->kv);
+    bool all_ok = true;
+    nlohmann::json report = nlohmann::json::array();
+    for (const auto& p : manifest.at("prompts")) {
+      const auto ids = p.at("ids").get<std::vector<int32_t>>();
+      const auto greedy = p.at("greedy_ids").get<std::vector<int32_t>>();
+      const auto positions = p.at("logits_positions").get<std::vector<int64_t>>();
+      const auto ref_prompt = read_f32(golden / p.at("logits_file").get<std::string>(), positions.size() * V);
+      const auto ref_steps = read_f32(golden / p.at("step_logits_file").get<std::string>(), greedy.size() * V);
+      // Teacher-force the reference continuation: the decode path is checked
+      // without depending on our own argmax.
+      std::vector<float> prompt_logits, step_logits;
+      std::span<const int32_t> forced(greedy.data(), greedy.size() - 1);
+      gen.score(ids, forced, prompt_logits, step_logits);
+      RowStats prompt_st, step_st;
+      for (size_t r = 0; r < positions.size(); ++r)
+        compare_row(prompt_logits.data() + positions[r] * V, ref_prompt.data() + r * V, V, exact, prompt_st);
+      compare_row(prompt_logits.data() + (ids.size() - 1) * V, ref_steps.data(), V, exact, step_st);
+      for (size_t t = 1; t < greedy.size(); ++t)
+        compare_row(step_logits.data() + (t - 1) * V, ref_steps.data() + t * V, V, exact, step_st);
+      // Free-running greedy generation.
+      GenerateOptions go;
+      go.max_new_tokens = int64_t(greedy.size());
+      go.sampling.temperature = 0;
+      auto r = gen.generate(ids, go);
+      size_t same_prefix = 0;
+      while (same_prefix < greedy.size() && same_prefix < r.output_ids.size() &&
+             r.output_ids[same_prefix] == greedy[same_prefix])
+        ++same_prefix;
+      // In top-1 mode the free run may leave the reference path only at a step
+      // whose reference margin is within our error.
+      bool greedy_ok = same_prefix == greedy.size();
+      if (!exact && !greedy_ok) {
+        const float* row = ref_steps.data() + same_prefix * V;
+        greedy_ok = top2_margin(row, V) <= 2 * std::max(prompt_st.max_abs, step_st.max_abs);
+      }
+      const double max_abs = std::max(prompt_st.max_abs, step_st.max_abs);
+      const bool ok = max_abs <= atol && prompt_st.agree == prompt_st.rows && step_st.agree == step_st.rows &&
+                      greedy_ok;
+      all_ok = all_ok && ok;
+      std::printf("  %-8s max|dlogit| prompt %.2e steps %.2e  top-1 agree %d/%d prompt %d/%d steps  greedy %zu/%zu  %s\n",
+                  p.at("name").get<std::string>().c_str(), prompt_st.max_abs, step_st.max_abs, prompt_st.agree,
+                  prompt_st.rows, step_st.agree, step_st.rows, same_prefix, greedy.size(), ok ? "OK" : "FAIL");
+      report.push_back({{"name", p.at("name")},
+                        {"prompt_max_abs", prompt_st.max_abs},
+                        {"steps_max_abs", step_st.max_abs},
+                        {"top1_agree", prompt_st.agree + step_st.agree},
+                        {"top1_rows", prompt_st.rows + step_st.rows},
+                        {"greedy_same_prefix", same_prefix},
+                        {"greedy_len", greedy.size()},
+                        {"ok", ok}});
+    }
+    if (!o->json_out.empty()) {
+      write_file_atomic(o->json_out, nlohmann::json{{"model", model}, {"golden", o->golden}, {"atol", atol},
+                                                    {"exact", exact}, {"cases", report}, {"ok", all_ok}}
+                                         .dump(1) +
+                                         "\n");
+    }
+    std::printf("%s\n", all_ok ? "PASS" : "FAIL");
+    return all_ok ? 0 : 1;
+  };
+}
+
+}  // namespace rinfer::cli

@@ -1,0 +1,18 @@
+#pragma once
+// Each subcommand registers its options on the app and returns the function
+// that runs it once parsing succeeded.
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace rinfer::cli {
+
+using Runner = std::function<int()>;
+
+Runner add_run(CLI::App& app);
+Runner add_convert(CLI::App& app);
+Runner add_synth(CLI::App& app);
+Runner add_validate(CLI::App& app);
+Runner add_bench(CLI::App& app);
+
+}  // namespace rinfer::cli

@@ -1,0 +1,61 @@
+#include "common.h"
+
+#include <charconv>
+
+#include "core/error.h"
+
+namespace rinfer::cli {
+
+void add_runtime_options(CLI::App* cmd, RuntimeOptions& o) {
+  cmd->add_option("--threads", o.threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--kv-cache-tokens", o.kv_cache_tokens,
+                  "KV cache capacity in tokens, preallocated (default: min(max positions, 4096))")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--kv-cache-dtype", o.kv_cache_dtype, "KV cache dtype: auto (follows the weights), f32, f16, bf16")
+      ->check(CLI::IsMember({"auto", "f32", "f16", "bf16"}));
+  cmd->add_option("--block-size", o.block_size, "KV cache block size in tokens")->check(CLI::PositiveNumber);
+  cmd->add_option("--dtype", o.dtype, "For a Hugging Face --model: convert weights in memory to auto|f32|f16|bf16")
+      ->check(CLI::IsMember({"auto", "f32", "f16", "bf16"}));
+  cmd->add_option("--weights", o.weights,
+                  "copy: read weights into anonymous memory (fast decode, default); mmap: map the files")
+      ->check(CLI::IsMember({"copy", "mmap"}));
+}
+
+std::unique_ptr<Session> open_session(const std::string& model_path, const RuntimeOptions& o, bool need_tokenizer) {
+  auto s = std::make_unique<Session>();
+  s->pool = std::make_unique<ThreadPool>(o.threads);
+  LoadOptions lo;
+  if (o.dtype != "auto") lo.dtype = dtype_from_user_name(o.dtype);
+  lo.mode = o.weights == "mmap" ? WeightLoadMode::Mmap : WeightLoadMode::Copy;
+  s->lm = load_model(model_path, lo, *s->pool);
+  const auto& cfg = s->lm.config;
+  int64_t tokens = o.kv_cache_tokens > 0 ? o.kv_cache_tokens : std::min<int64_t>(cfg.max_position_embeddings, 4096);
+  KVCacheOptions ko;
+  ko.block_size = o.block_size;
+  ko.n_blocks = KVCache::blocks_for_tokens(tokens, o.block_size);
+  ko.dtype = o.kv_cache_dtype == "auto" ? s->lm.dtype : *dtype_from_user_name(o.kv_cache_dtype);
+  s->kv = std::make_unique<KVCache>(s->lm.model->kv_shape(), ko);
+  if (need_tokenizer) s->tokenizer = Tokenizer::load(model_path);
+  return s;
+}
+
+std::vector<int32_t> parse_ids(const std::string& s) {
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && (s[i] == ' ' || s[i] == ',')) ++i;
+    if (i >= s.size()) break;
+    int64_t v = 0;
+    auto [p, ec] = std::from_chars(s.data() + i, s.data() + s.size(), v);
+    RINFER_CHECK(ec == std::errc() && p != s.data() + i, "--prompt-ids: expected comma-separated integers, got \"", s,
+                 "\"");
+    RINFER_CHECK(v >= 0 && v <= INT32_MAX, "--prompt-ids: token id ", v, " is out of range");
+    ids.push_back(int32_t(v));
+    i = size_t(p - s.data());
+    RINFER_CHECK(i >= s.size() || s[i] == ',' || s[i] == ' ', "--prompt-ids: expected comma-separated integers, got \"",
+                 s, "\"");
+  }
+  return ids;
+}
+
+}  // namespace rinfer::cli

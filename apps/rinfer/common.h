@@ -1,0 +1,40 @@
+#pragma once
+// Shared pieces of the rinfer subcommands: runtime options, opening a model
+// with its KV cache, thread pool and tokenizer, small parsers.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "core/thread_pool.h"
+#include "runtime/kv_cache.h"
+#include "runtime/model_loader.h"
+#include "tokenizer/tokenizer.h"
+
+namespace rinfer::cli {
+
+struct RuntimeOptions {
+  int threads = 0;              // 0: all cores
+  int64_t kv_cache_tokens = 0;  // 0: min(max_position_embeddings, 4096)
+  std::string kv_cache_dtype = "auto";
+  int block_size = 16;
+  std::string dtype = "auto";   // HF directories: convert to this in memory
+  std::string weights = "copy";
+};
+
+void add_runtime_options(CLI::App* cmd, RuntimeOptions& o);
+
+struct Session {
+  std::unique_ptr<ThreadPool> pool;
+  LoadedModel lm;
+  std::unique_ptr<KVCache> kv;
+  std::unique_ptr<Tokenizer> tokenizer;  // null when the model has none and none was needed
+};
+
+std::unique_ptr<Session> open_session(const std::string& model_path, const RuntimeOptions& o, bool need_tokenizer);
+
+// "1,415,2501" -> ids; errors on anything else.
+std::vector<int32_t> parse_ids(const std::string& s);
+
+}  // namespace rinfer::cli

@@ -1,0 +1,58 @@
+#pragma once
+// The rinfer model directory:
+//   model_desc.json          format version, architecture, normalized config,
+//                            dtype per tensor role, source, converter, tensor index
+//   embeddings.safetensors   token embeddings, final norm, lm_head
+//   layer_000.safetensors …  one file per transformer layer
+//   tokenizer files          copied from the checkpoint
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "convert/converter.h"
+#include "model/weights.h"
+
+namespace rinfer {
+
+constexpr int kModelFormatVersion = 1;
+constexpr const char* kModelDescFile = "model_desc.json";
+
+std::string group_file_name(int64_t group);  // "embeddings.safetensors", "layer_007.safetensors"
+bool is_model_dir(const std::string& dir);    // has model_desc.json
+
+// Writes each group's tensors to its safetensors file as the group ends, then
+// model_desc.json from finish().
+class ModelDirWriter : public WeightSink {
+ public:
+  ModelDirWriter(std::string dir, const HfCheckpoint& hf, const ConvertOptions& opts);
+  void begin_group(int64_t group) override;
+  void add(const TensorSpec& spec, DType dtype, Buffer&& data) override;
+  void end_group(int64_t group) override;
+  void finish(const ConvertStats& stats);
+
+ private:
+  std::string dir_;
+  const HfCheckpoint& hf_;
+  ConvertOptions opts_;
+  std::vector<std::pair<TensorSpec, std::pair<DType, Buffer>>> pending_;
+  nlohmann::json tensors_ = nlohmann::json::object();
+  std::vector<std::string> files_;
+};
+
+// How loaded weights live in memory. Copy (the default) reads them into
+// anonymous memory (huge pages); mmap maps the files (starts faster, decodes
+// slower here: see docs/performance.md).
+enum class WeightLoadMode { Copy, Mmap };
+
+struct ModelDir {
+  nlohmann::json desc;
+  ModelConfig config;
+  DType dtype = DType::F32;
+  std::unique_ptr<WeightStore> weights;
+};
+
+ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode);
+
+}  // namespace rinfer

@@ -1,0 +1,291 @@
+#include "convert/synth.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "convert/hf_checkpoint.h"
+#include "core/buffer.h"
+#include "core/error.h"
+#include "io/safetensors.h"
+#include "model/architecture.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace rinfer {
+
+namespace {
+
+json llama_config(int64_t hidden, int64_t inter, int64_t layers, int64_t heads, int64_t kv_heads, int64_t vocab,
+                  int64_t max_pos, double eps, double theta, bool tied) {
+  return json{{"architectures", {"LlamaForCausalLM"}},
+              {"model_type", "llama"},
+              {"hidden_size", hidden},
+              {"intermediate_size", inter},
+              {"num_hidden_layers", layers},
+              {"num_attention_heads", heads},
+              {"num_key_value_heads", kv_heads},
+              {"vocab_size", vocab},
+              {"max_position_embeddings", max_pos},
+              {"rms_norm_eps", eps},
+              {"rope_theta", theta},
+              {"rope_scaling", nullptr},
+              {"hidden_act", "silu"},
+              {"attention_bias", false},
+              {"mlp_bias", false},
+              {"tie_word_embeddings", tied},
+              {"bos_token_id", 1},
+              {"eos_token_id", 2},
+              {"torch_dtype", "bfloat16"}};
+}
+
+}  // namespace
+
+const std::vector<SynthPreset>& synth_presets() {
+  static const std::vector<SynthPreset> presets = [] {
+    std::vector<SynthPreset> p;
+    p.push_back({"tiny", "llama", "4-layer LLaMA, hidden 128, vocab 1024: for tests",
+                 llama_config(128, 344, 4, 4, 2, 1024, 1024, 1e-5, 10000.0, false)});
+    p.push_back({"tinyllama-1.1b", "llama", "TinyLlama-1.1B shapes: 22 layers, hidden 2048, GQA 32/4, vocab 32000",
+                 llama_config(2048, 5632, 22, 32, 4, 32000, 2048, 1e-5, 10000.0, false)});
+    p.push_back({"llama-7b", "llama", "LLaMA-2-7B shapes: 32 layers, hidden 4096, MHA 32 heads, vocab 32000",
+                 llama_config(4096, 11008, 32, 32, 32, 32000, 4096, 1e-5, 10000.0, false)});
+    json q = llama_config(896, 4864, 24, 14, 2, 151936, 32768, 1e-6, 1000000.0, true);
+    q["architectures"] = {"Qwen2ForCausalLM"};
+    q["model_type"] = "qwen2";
+    q["use_sliding_window"] = false;
+    q["bos_token_id"] = 1;
+    q["eos_token_id"] = 2;
+    p.push_back({"qwen2.5-0.5b", "qwen2",
+                 "Qwen2.5-0.5B shapes: 24 layers, hidden 896, GQA 14/2, q/k/v biases, tied, vocab 151936", q});
+    return p;
+  }();
+  return presets;
+}
+
+const SynthPreset& find_synth_preset(const std::string& name) {
+  std::string list;
+  for (const auto& p : synth_presets()) {
+    if (p.name == name) return p;
+    list += (list.empty() ? "" : ", ") + p.name;
+  }
+  fail("unknown preset \"", name, "\"; available: ", list);
+}
+
+namespace {
+
+// --- protobuf writing, just enough for sentencepiece's ModelProto ---
+void put_varint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(char(v | 0x80));
+    v >>= 7;
+  }
+  out.push_back(char(v));
+}
+void put_tag(std::string& out, int field, int wire) { put_varint(out, uint64_t(field) << 3 | uint64_t(wire)); }
+void put_bytes(std::string& out, int field, const std::string& s) {
+  put_tag(out, field, 2);
+  put_varint(out, s.size());
+  out += s;
+}
+void put_int(std::string& out, int field, int64_t v) {
+  put_tag(out, field, 0);
+  put_varint(out, uint64_t(v));
+}
+void put_float(std::string& out, int field, float f) {
+  put_tag(out, field, 5);
+  char b[4];
+  std::memcpy(b, &f, 4);
+  out.append(b, 4);
+}
+
+}  // namespace
+
+std::string synth_sentencepiece_model(int64_t vocab_size) {
+  RINFER_CHECK(vocab_size >= 300, "synthetic tokenizer needs a vocabulary of at least 300");
+  enum { kNormal = 1, kUnknown = 2, kControl = 3, kByte = 6 };
+  std::vector<std::pair<std::string, int>> pieces = {{"<unk>", kUnknown}, {"<s>", kControl}, {"</s>", kControl}};
+  for (int b = 0; b < 256; ++b) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+    pieces.push_back({buf, kByte});
+  }
+  const std::string space = "\xe2\x96\x81";  // U+2581, SentencePiece's space
+  const std::string letters = "etaoinshrdlcumwfgypbvkjxqz";
+  std::vector<std::string> level = {space};
+  for (char c : std::string(letters + "ETAOINSHRDLCUMWFGYPBVKJXQZ0123456789.,!?'\"-:;()"))
+    level.push_back(std::string(1, c));
+  // Grow words breadth-first so every piece is the merge of two shorter ones.
+  std::vector<std::string> frontier = {""};
+  for (const auto& s : level) pieces.push_back({s, kNormal});
+  while (int64_t(pieces.size()) < vocab_size) {
+    std::vector<std::string> next;
+    for (const auto& f : frontier)
+      for (char c : letters) {
+        std::string w = f + c;
+        next.push_back(w);
+      }
+    for (const auto& w : next) {
+      if (w.size() >= 2 && int64_t(pieces.size()) < vocab_size) pieces.push_back({w, kNormal});
+      if (int64_t(pieces.size()) < vocab_size) pieces.push_back({space + w, kNormal});
+    }
+    frontier = std::move(next);
+  }
+  std::string model;
+  int64_t rank = 0;
+  for (const auto& [text, type] : pieces) {
+    std::string sp;
+    put_bytes(sp, 1, text);
+    put_float(sp, 2, type == kNormal ? -float(rank++) : 0.0f);
+    put_int(sp, 3, type);
+    put_bytes(model, 1, sp);
+  }
+  std::string trainer;
+  put_int(trainer, 3, 2);  // model_type BPE
+  put_int(trainer, 4, vocab_size);
+  put_int(trainer, 35, 1);  // byte_fallback
+  put_bytes(model, 2, trainer);
+  std::string normalizer;
+  put_bytes(normalizer, 1, "identity");
+  put_int(normalizer, 3, 1);  // add_dummy_prefix
+  put_int(normalizer, 4, 0);  // remove_extra_whitespaces
+  put_int(normalizer, 5, 1);  // escape_whitespaces
+  put_bytes(model, 3, normalizer);
+  return model;
+}
+
+namespace {
+
+void write_file(const fs::path& p, const std::string& data) {
+  std::ofstream out(p, std::ios::binary);
+  out.write(data.data(), std::streamsize(data.size()));
+  out.close();
+  RINFER_CHECK(out, "cannot write ", p.string());
+}
+
+// splitmix64 stream -> uniform floats with the given standard deviation.
+struct Rng {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+};
+
+void fill_random(const TensorSpec& spec, DType dtype, uint64_t seed, void* dst, int64_t hidden) {
+  const int64_t n = numel(spec.shape);
+  const size_t esz = dtype_size(dtype);
+  if (spec.role == TensorRole::Vector) {
+    // Norm weights near 1, biases near 0: keeps activations in a sane range.
+    bool is_norm = spec.name.find("norm") != std::string::npos;
+    Rng r{seed};
+    std::vector<float> tmp(static_cast<size_t>(n));
+    for (auto& v : tmp) v = (is_norm ? 1.0f : 0.0f) + 0.02f * (float(r.next() >> 40) / 16777216.0f - 0.5f);
+    convert_from_f32(dtype, tmp.data(), dst, size_t(n));
+    return;
+  }
+  // Uniform with std 1/sqrt(fan_in) for projections, 0.02 for embeddings.
+  const int64_t fan_in = spec.shape.size() == 2 ? spec.shape[1] : hidden;
+  const float std_dev = spec.role == TensorRole::Embedding ? 0.02f : float(1.0 / std::sqrt(double(fan_in)));
+  const float a = std_dev * std::sqrt(3.0f);
+  Rng r{seed};
+  constexpr int64_t kChunk = 4096;
+  float tmp[kChunk];
+  for (int64_t i = 0; i < n; i += kChunk) {
+    int64_t m = std::min(kChunk, n - i);
+    for (int64_t j = 0; j < m; ++j) tmp[j] = a * (float(r.next() >> 40) / 8388608.0f - 1.0f);
+    convert_from_f32(dtype, tmp, static_cast<uint8_t*>(dst) + size_t(i) * esz, size_t(m));
+  }
+}
+
+}  // namespace
+
+void synth_checkpoint(const SynthOptions& o) {
+  const SynthPreset& preset = find_synth_preset(o.preset);
+  RINFER_CHECK(o.family.empty() || o.family == preset.family, "preset ", preset.name, " is a ", preset.family,
+               " model, not --arch ", o.family);
+  RINFER_CHECK(!o.out.empty(), "--out is required");
+  RINFER_CHECK(o.dtype == DType::F32 || o.dtype == DType::F16 || o.dtype == DType::BF16,
+               "--dtype must be f32, f16 or bf16");
+  fs::path out(o.out);
+  RINFER_CHECK(!fs::exists(out), "output directory ", o.out, " already exists; remove it or choose another --out");
+  fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  fs::create_directories(parent);
+  fs::path tmp = parent / (out.filename().string() + ".tmp-" + std::to_string(getpid()));
+  fs::remove_all(tmp);
+  fs::create_directory(tmp);
+  try {
+    json cfg = preset.config;
+    cfg["torch_dtype"] = o.dtype == DType::F32 ? "float32" : o.dtype == DType::F16 ? "float16" : "bfloat16";
+    const Architecture& arch = find_architecture(cfg["architectures"][0].get<std::string>());
+    const ModelConfig mc = arch.parse_hf_config(cfg);
+    write_file(tmp / "config.json", cfg.dump(2) + "\n");
+
+    // Tensors in HF order, split into shards of at most max_shard_bytes.
+    auto specs = all_tensor_specs(arch, mc);
+    std::vector<std::vector<size_t>> shards(1);
+    uint64_t shard_bytes = 0;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const DType dt = specs[i].role == TensorRole::Vector ? DType::F32 : o.dtype;
+      uint64_t b = uint64_t(numel(specs[i].shape)) * dtype_size(dt);
+      if (shard_bytes > 0 && shard_bytes + b > o.max_shard_bytes) {
+        shards.emplace_back();
+        shard_bytes = 0;
+      }
+      shards.back().push_back(i);
+      shard_bytes += b;
+    }
+    json weight_map = json::object();
+    uint64_t total = 0;
+    for (size_t s = 0; s < shards.size(); ++s) {
+      char name[64];
+      if (shards.size() == 1)
+        std::snprintf(name, sizeof name, "model.safetensors");
+      else
+        std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
+      std::vector<Buffer> data;
+      io::SafetensorsWriter w;
+      w.set_metadata("format", "pt");
+      for (size_t i : shards[s]) {
+        const auto& spec = specs[i];
+        // HF keeps norms in the checkpoint dtype; only rinfer upcasts them.
+        const DType dt = o.dtype;
+        Buffer b(size_t(numel(spec.shape)) * dtype_size(dt));
+        fill_random(spec, dt, o.seed * 1000003ull + i, b.data(), mc.hidden_size);
+        w.add(spec.name, dt, spec.shape, b.data());
+        data.push_back(std::move(b));
+        weight_map[spec.name] = name;
+      }
+      total += w.data_bytes();
+      w.write((tmp / name).string());
+    }
+    if (shards.size() > 1)
+      write_file(tmp / "model.safetensors.index.json",
+                 json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(2) + "\n");
+
+    write_file(tmp / "tokenizer.model", synth_sentencepiece_model(mc.vocab_size));
+    json tok_cfg = {{"add_bos_token", true},  {"add_eos_token", false}, {"bos_token", "<s>"},
+                    {"eos_token", "</s>"},    {"unk_token", "<unk>"},   {"legacy", true},
+                    {"tokenizer_class", "LlamaTokenizer"}, {"model_max_length", mc.max_position_embeddings}};
+    write_file(tmp / "tokenizer_config.json", tok_cfg.dump(2) + "\n");
+    write_file(tmp / "special_tokens_map.json",
+               json{{"bos_token", "<s>"}, {"eos_token", "</s>"}, {"unk_token", "<unk>"}}.dump(2) + "\n");
+    write_file(tmp / "generation_config.json", json{{"bos_token_id", 1}, {"eos_token_id", 2}}.dump(2) + "\n");
+    write_file(tmp / "README.md", "Synthetic " + preset.name + " checkpoint made by `rinfer synth` (seed " +
+                                      std::to_string(o.seed) +
+                                      "): random weights with real shapes. It produces nonsense text.\n");
+    fs::rename(tmp, out);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
+}  // namespace rinfer

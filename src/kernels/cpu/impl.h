@@ -1,0 +1,61 @@
+#pragma once
+// Internal to kernels/cpu: the per-ISA entry points dispatch.cpp chooses
+// between. The *_avx2.cpp / *_avx512.cpp files are compiled with their own -m
+// flags, so only plain functions and POD structs cross this boundary: no
+// inline function, template or std:: type whose code could be emitted by a
+// SIMD-flagged file and then picked by the linker for scalar callers (ODR).
+// SIMD files therefore keep all their helpers in anonymous namespaces and use
+// only intrinsics and C library calls.
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "kernels/cpu/ops.h"
+
+namespace rinfer::kernels::cpu::detail {
+
+// Run tasks on the caller's ThreadPool without going through std::function in
+// a SIMD file: run(pool, n, fn, ctx) calls fn(ctx, task, thread) for every task
+// in [0, n) and returns when all are done (implemented in dispatch.cpp).
+using TaskFn = void (*)(void* ctx, int64_t task, int thread);
+struct Runner {
+  void* pool = nullptr;
+  int n_threads = 1;
+  void (*run)(void* pool, int64_t n_tasks, TaskFn fn, void* ctx) = nullptr;
+};
+
+// Grow-only, 64-byte aligned scratch owned by the calling thread, at least n
+// floats; slot selects one of a few independent buffers. Never freed until the
+// thread exits, so hot paths allocate only the first time a size is seen.
+float* scratch(int slot, int64_t n);
+enum ScratchSlot : int { kScratchShared = 0, kScratchPanel = 1, kScratchTmp = 2, kScratchCount = 3 };
+
+struct MatmulArgs {
+  const float* x;
+  int64_t M, K, ldx;
+  const void* w;
+  DType wdt;  // F32, F16 or BF16
+  int64_t N;
+  const float* bias;
+  float* y;
+  int64_t ldy;
+};
+
+}  // namespace rinfer::kernels::cpu::detail
+
+// The same set of entry points for each SIMD level.
+#define RINFER_DECLARE_ISA_KERNELS(ns)                                                              \
+  namespace rinfer::kernels::cpu::ns {                                                              \
+  void matmul(const detail::MatmulArgs& a, const detail::Runner& runner);                           \
+  void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* y);                \
+  void rope(float* x, int n_heads, int head_dim, int rot_dim, int64_t pos, const float* inv_freq,   \
+            RopeStyle style, float mscale);                                                         \
+  void silu_mul(const float* gate, const float* up, float* out, int64_t n);                         \
+  void add_inplace(float* y, const float* x, int64_t n);                                            \
+  void softmax(float* x, int64_t n);                                                                \
+  void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_t* block_table,   \
+                      int64_t n_ctx, float scale, float alibi_slope, float* out, float* scratch);   \
+  void convert_from_f32(DType to, const float* src, void* dst, int64_t n);                          \
+  }
+
+RINFER_DECLARE_ISA_KERNELS(avx2)
+RINFER_DECLARE_ISA_KERNELS(avx512)

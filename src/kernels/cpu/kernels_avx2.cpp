@@ -1,0 +1,624 @@
+// AVX2 + FMA + F16C kernels (compiled with the flags of *_avx2.cpp files).
+// Only called when best_isa() is at least Avx2. Same structure as
+// kernels_avx512.cpp with 8-float vectors and 16 registers; tails that AVX2
+// cannot mask go through small stack buffers or scalar loops. Everything but
+// the entry points has internal linkage and only intrinsics and C library
+// functions are used (see impl.h for why).
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/cpu/impl.h"
+
+#if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
+#error "kernels_avx2.cpp must be compiled with the AVX2 flags (see rinfer_simd_flags)"
+#endif
+
+namespace rinfer::kernels::cpu::avx2 {
+
+using detail::MatmulArgs;
+using detail::Runner;
+
+namespace {
+
+inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+inline int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
+
+inline float bf16_scalar(uint16_t h) {
+  uint32_t u = uint32_t(h) << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+// ---------------------------------------------------------------- loads of 8 values as f32
+template <DType T> struct Ld;
+template <> struct Ld<DType::F32> {
+  using E = float;
+  static __m256 load(const float* p) { return _mm256_loadu_ps(p); }
+  static float scalar(const float* p) { return *p; }
+};
+template <> struct Ld<DType::F16> {
+  using E = uint16_t;
+  static __m256 load(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static float scalar(const uint16_t* p) { return rinfer::f16_to_f32(*p); }  // out-of-line in core: safe to call
+};
+template <> struct Ld<DType::BF16> {
+  using E = uint16_t;
+  static __m256 load(const uint16_t* p) {
+    return _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
+  }
+  static float scalar(const uint16_t* p) { return bf16_scalar(*p); }
+};
+// n < 8 values, the rest zero
+template <DType T>
+inline __m256 load_partial(const typename Ld<T>::E* p, int64_t n) {
+  alignas(32) typename Ld<T>::E buf[8] = {};
+  for (int64_t i = 0; i < n; ++i) buf[i] = p[i];
+  return Ld<T>::load(buf);
+}
+inline __m256 load_partial_f32(const float* p, int64_t n) { return load_partial<DType::F32>(p, n); }
+inline void store_partial_f32(float* p, __m256 v, int64_t n) {
+  alignas(32) float buf[8];
+  _mm256_store_ps(buf, v);
+  for (int64_t i = 0; i < n; ++i) p[i] = buf[i];
+}
+
+// ---------------------------------------------------------------- horizontal sums
+inline __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
+  __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));  // per lane: a b c d
+  return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+}
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+template <int C>
+inline void reduce_accs(const __m256* v, float* out) {
+  const __m256 z = _mm256_setzero_ps();
+#pragma GCC unroll 8
+  for (int i = 0; i < C; i += 4) {
+    __m128 s = hsum4(v[i], i + 1 < C ? v[i + 1] : z, i + 2 < C ? v[i + 2] : z, i + 3 < C ? v[i + 3] : z);
+    if (i + 4 <= C) {
+      _mm_storeu_ps(out + i, s);
+    } else {
+      alignas(16) float buf[4];
+      _mm_store_ps(buf, s);
+      for (int j = 0; j < C - i; ++j) out[i + j] = buf[j];
+    }
+  }
+}
+
+// ---------------------------------------------------------------- exp
+// Cephes-style expf as in the AVX-512 file; 2^n applied in two halves so that
+// overflow gives inf and underflow gives denormals / 0 without vscalefps.
+inline __m256 exp256(__m256 x) {
+  x = _mm256_max_ps(_mm256_set1_ps(-104.0f), x);  // NaN in x is kept (second operand)
+  x = _mm256_min_ps(_mm256_set1_ps(88.8f), x);
+  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  __m256i ni = _mm256_cvtps_epi32(n);  // NaN -> INT_MIN, harmless: p is NaN
+  __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);  // both in [-75, 64]
+  __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
+  __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
+  return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+
+// ================================================================= matmul
+constexpr int64_t kGemvMaxM = 4;
+constexpr int kMR = 4;
+constexpr int kNR = 3;
+constexpr int64_t kKC = 512;
+constexpr int64_t kNB = 48;
+
+template <DType T, int MR, int NR>
+inline void gemv_tile(const float* x, int64_t ldx, int64_t K, const typename Ld<T>::E* w, float* out) {
+  __m256 acc[MR * NR];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR * NR; ++i) acc[i] = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 8 <= K; k += 8) {
+    __m256 wv[NR];
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) wv[r] = Ld<T>::load(w + r * K + k);
+#pragma GCC unroll 8
+    for (int m = 0; m < MR; ++m) {
+      __m256 xv = _mm256_loadu_ps(x + m * ldx + k);
+#pragma GCC unroll 8
+      for (int r = 0; r < NR; ++r) acc[m * NR + r] = _mm256_fmadd_ps(xv, wv[r], acc[m * NR + r]);
+    }
+  }
+  if (k < K) {
+    __m256 wv[NR];
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) wv[r] = load_partial<T>(w + r * K + k, K - k);
+#pragma GCC unroll 8
+    for (int m = 0; m < MR; ++m) {
+      __m256 xv = load_partial_f32(x + m * ldx + k, K - k);
+#pragma GCC unroll 8
+      for (int r = 0; r < NR; ++r) acc[m * NR + r] = _mm256_fmadd_ps(xv, wv[r], acc[m * NR + r]);
+    }
+  }
+  reduce_accs<MR * NR>(acc, out);
+}
+
+template <DType T, int MR>
+void gemv_rows(const MatmulArgs& a, int64_t n0, int64_t n1) {
+  constexpr int NR = MR <= 2 ? 4 : MR == 3 ? 3 : 2;
+  const auto* w = static_cast<const typename Ld<T>::E*>(a.w);
+  float out[MR * NR];
+  auto emit = [&](int64_t nn, int nr) {
+    for (int m = 0; m < MR; ++m)
+      for (int r = 0; r < nr; ++r)
+        a.y[m * a.ldy + nn + r] = out[m * nr + r] + (a.bias ? a.bias[nn + r] : 0.0f);
+  };
+  int64_t n = n0;
+  for (; n + NR <= n1; n += NR) {
+    gemv_tile<T, MR, NR>(a.x, a.ldx, a.K, w + n * a.K, out);
+    emit(n, NR);
+  }
+  for (; n < n1; ++n) {
+    gemv_tile<T, MR, 1>(a.x, a.ldx, a.K, w + n * a.K, out);
+    emit(n, 1);
+  }
+}
+
+template <DType T>
+void gemv_dispatch_m(const MatmulArgs& a, int64_t n0, int64_t n1) {
+  static_assert(kGemvMaxM <= 4);
+  switch (a.M) {
+    case 1: return gemv_rows<T, 1>(a, n0, n1);
+    case 2: return gemv_rows<T, 2>(a, n0, n1);
+    case 3: return gemv_rows<T, 3>(a, n0, n1);
+    default: return gemv_rows<T, 4>(a, n0, n1);
+  }
+}
+
+struct GemvCtx {
+  const MatmulArgs* a;
+  int64_t rows_per_task;
+};
+
+void gemv_task(void* p, int64_t task, int) {
+  const auto& c = *static_cast<const GemvCtx*>(p);
+  const MatmulArgs& a = *c.a;
+  int64_t n0 = task * c.rows_per_task, n1 = imin(a.N, n0 + c.rows_per_task);
+  switch (a.wdt) {
+    case DType::F16: return gemv_dispatch_m<DType::F16>(a, n0, n1);
+    case DType::BF16: return gemv_dispatch_m<DType::BF16>(a, n0, n1);
+    default: return gemv_dispatch_m<DType::F32>(a, n0, n1);
+  }
+}
+
+void gemv(const MatmulArgs& a, const Runner& runner) {
+  int64_t n_tasks = imax(1, imin(int64_t(runner.n_threads) * 8, a.N / 16));
+  int64_t rows = round_up((a.N + n_tasks - 1) / n_tasks, 4);
+  n_tasks = (a.N + rows - 1) / rows;
+  GemvCtx c{&a, rows};
+  if (n_tasks == 1 || runner.n_threads == 1) {
+    for (int64_t t = 0; t < n_tasks; ++t) gemv_task(&c, t, 0);
+    return;
+  }
+  runner.run(runner.pool, n_tasks, &gemv_task, &c);
+}
+
+template <int MR, int NR>
+inline void gemm_micro(const float* xt, const float* wt, int64_t kcl, float* out) {
+  __m256 acc[MR * NR];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR * NR; ++i) acc[i] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < kcl; k += 8) {
+    __m256 wv[NR];
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) wv[r] = _mm256_load_ps(wt + r * kKC + k);
+#pragma GCC unroll 8
+    for (int m = 0; m < MR; ++m) {
+      __m256 xv = _mm256_load_ps(xt + m * kKC + k);
+#pragma GCC unroll 8
+      for (int r = 0; r < NR; ++r) acc[m * NR + r] = _mm256_fmadd_ps(xv, wv[r], acc[m * NR + r]);
+    }
+  }
+  reduce_accs<MR * NR>(acc, out);
+}
+
+using MicroFn = void (*)(const float*, const float*, int64_t, float*);
+static_assert(kMR <= 4);
+MicroFn micro_for_rows(int64_t mr) {
+  switch (mr) {
+    case 1: return &gemm_micro<1, kNR>;
+    case 2: return &gemm_micro<2, kNR>;
+    case 3: return &gemm_micro<3, kNR>;
+    default: return &gemm_micro<4, kNR>;
+  }
+}
+
+template <DType T>
+inline void convert_row(const typename Ld<T>::E* wrow, int64_t K, int64_t k0, int64_t kcl, float* dst) {
+  const int64_t valid = imin(kcl, K - k0);
+  int64_t k = 0;
+  for (; k + 8 <= valid; k += 8) _mm256_store_ps(dst + k, Ld<T>::load(wrow + k0 + k));
+  for (; k < valid; ++k) dst[k] = Ld<T>::scalar(wrow + k0 + k);
+  for (; k < kcl; ++k) dst[k] = 0.0f;
+}
+
+struct GemmCtx {
+  const MatmulArgs* a;
+  float* xp;  // packed x: [m-tile][k-block][kMR][kKC]
+  int64_t Kp, n_kb, n_mt;
+  int64_t nb;
+  int64_t n_ntasks, mt_per_task;
+};
+
+void gemm_pack_x_task(void* p, int64_t mt, int) {
+  const auto& c = *static_cast<const GemmCtx*>(p);
+  const MatmulArgs& a = *c.a;
+  const int64_t m0 = mt * kMR, mr = imin(kMR, a.M - m0);
+  for (int64_t kb = 0; kb < c.n_kb; ++kb) {
+    float* dst = c.xp + (mt * c.n_kb + kb) * kMR * kKC;
+    const int64_t k0 = kb * kKC, kcl = imin(kKC, c.Kp - k0), valid = imin(kcl, a.K - k0);
+    for (int64_t i = 0; i < mr; ++i) {
+      const float* src = a.x + (m0 + i) * a.ldx + k0;
+      float* d = dst + i * kKC;
+      int64_t k = 0;
+      for (; k + 8 <= valid; k += 8) _mm256_store_ps(d + k, _mm256_loadu_ps(src + k));
+      for (; k < valid; ++k) d[k] = src[k];
+      for (; k < kcl; ++k) d[k] = 0.0f;
+    }
+  }
+}
+
+template <DType T>
+void gemm_block(const GemmCtx& c, int64_t n0, int64_t n1, int64_t mt0, int64_t mt1) {
+  const MatmulArgs& a = *c.a;
+  const auto* w = static_cast<const typename Ld<T>::E*>(a.w);
+  const int64_t nrows = n1 - n0, nrows_pad = round_up(nrows, kNR);
+  float* panel = detail::scratch(detail::kScratchPanel, nrows_pad * kKC);
+  alignas(32) float out[kMR * kNR];
+  for (int64_t kb = 0; kb < c.n_kb; ++kb) {
+    const int64_t k0 = kb * kKC, kcl = imin(kKC, c.Kp - k0);
+    for (int64_t r = 0; r < nrows; ++r) convert_row<T>(w + (n0 + r) * a.K, a.K, k0, kcl, panel + r * kKC);
+    for (int64_t r = nrows; r < nrows_pad; ++r) memset(panel + r * kKC, 0, size_t(kcl) * sizeof(float));
+    for (int64_t mt = mt0; mt < mt1; ++mt) {
+      const int64_t m0 = mt * kMR, mr = imin(kMR, a.M - m0);
+      const float* xt = c.xp + (mt * c.n_kb + kb) * kMR * kKC;
+      const MicroFn micro = micro_for_rows(mr);
+      for (int64_t nt = 0; nt < nrows_pad; nt += kNR) {
+        micro(xt, panel + nt * kKC, kcl, out);
+        const int64_t nr = imin(kNR, nrows - nt);
+        for (int64_t i = 0; i < mr; ++i) {
+          float* yrow = a.y + (m0 + i) * a.ldy + n0 + nt;
+          if (kb == 0) {
+            for (int64_t j = 0; j < nr; ++j) yrow[j] = out[i * kNR + j] + (a.bias ? a.bias[n0 + nt + j] : 0.0f);
+          } else {
+            for (int64_t j = 0; j < nr; ++j) yrow[j] += out[i * kNR + j];
+          }
+        }
+      }
+    }
+  }
+}
+
+void gemm_task(void* p, int64_t task, int) {
+  const auto& c = *static_cast<const GemmCtx*>(p);
+  const int64_t nt = task % c.n_ntasks, mc = task / c.n_ntasks;
+  const int64_t n0 = nt * c.nb, n1 = imin(c.a->N, n0 + c.nb);
+  const int64_t mt0 = mc * c.mt_per_task, mt1 = imin(c.n_mt, mt0 + c.mt_per_task);
+  if (n0 >= n1 || mt0 >= mt1) return;
+  switch (c.a->wdt) {
+    case DType::F16: return gemm_block<DType::F16>(c, n0, n1, mt0, mt1);
+    case DType::BF16: return gemm_block<DType::BF16>(c, n0, n1, mt0, mt1);
+    default: return gemm_block<DType::F32>(c, n0, n1, mt0, mt1);
+  }
+}
+
+void gemm(const MatmulArgs& a, const Runner& runner) {
+  GemmCtx c{};
+  c.a = &a;
+  c.Kp = round_up(a.K, 8);
+  c.n_kb = (c.Kp + kKC - 1) / kKC;
+  c.n_mt = (a.M + kMR - 1) / kMR;
+  c.xp = detail::scratch(detail::kScratchShared, c.n_mt * c.n_kb * kMR * kKC);
+  const int64_t T = runner.n_threads;
+  c.nb = imin(kNB, imax(kNR, round_up((a.N + 2 * T - 1) / (2 * T), kNR)));
+  c.n_ntasks = (a.N + c.nb - 1) / c.nb;
+  int64_t m_chunks = c.n_ntasks >= 2 * T ? 1 : imin(c.n_mt, (2 * T + c.n_ntasks - 1) / c.n_ntasks);
+  c.mt_per_task = (c.n_mt + m_chunks - 1) / m_chunks;
+  m_chunks = (c.n_mt + c.mt_per_task - 1) / c.mt_per_task;
+  if (T == 1) {
+    for (int64_t mt = 0; mt < c.n_mt; ++mt) gemm_pack_x_task(&c, mt, 0);
+    for (int64_t t = 0; t < c.n_ntasks * m_chunks; ++t) gemm_task(&c, t, 0);
+    return;
+  }
+  runner.run(runner.pool, c.n_mt, &gemm_pack_x_task, &c);
+  runner.run(runner.pool, c.n_ntasks * m_chunks, &gemm_task, &c);
+}
+
+// ================================================================= attention
+template <DType T>
+void attention_t(const float* q, const PagedKV& kv, int kv_head, const int32_t* block_table, int64_t n_ctx,
+                 float scale, float alibi_slope, float* out, float* scores) {
+  using E = typename Ld<T>::E;
+  const int hd = kv.head_dim, hd8 = hd & ~7;
+  const int64_t token_stride = int64_t(kv.n_kv_heads) * hd;
+  const int64_t block_stride = token_stride * kv.block_size;
+  const E* kbase = static_cast<const E*>(kv.k) + int64_t(kv_head) * hd;
+  const E* vbase = static_cast<const E*>(kv.v) + int64_t(kv_head) * hd;
+  for (int64_t j0 = 0; j0 < n_ctx; j0 += kv.block_size) {
+    const E* blk = kbase + int64_t(block_table[j0 / kv.block_size]) * block_stride;
+    const int64_t nt = imin(kv.block_size, n_ctx - j0);
+    for (int64_t t = 0; t < nt; t += 4) {
+      const int64_t cnt = imin(4, nt - t);
+      const E* ks[4];
+      for (int i = 0; i < 4; ++i) ks[i] = blk + (t + (i < cnt ? i : 0)) * token_stride;
+      __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+      for (int d = 0; d < hd8; d += 8) {
+        __m256 qv = _mm256_loadu_ps(q + d);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) acc[i] = _mm256_fmadd_ps(qv, Ld<T>::load(ks[i] + d), acc[i]);
+      }
+      alignas(16) float dots[4];
+      _mm_store_ps(dots, hsum4(acc[0], acc[1], acc[2], acc[3]));
+      for (int64_t i = 0; i < cnt; ++i) {
+        float dot = dots[i];
+        for (int d = hd8; d < hd; ++d) dot += q[d] * Ld<T>::scalar(ks[i] + d);
+        const int64_t j = j0 + t + i;
+        scores[j] = dot * scale + alibi_slope * float(j - (n_ctx - 1));
+      }
+    }
+  }
+  softmax(scores, n_ctx);
+  // out = sum_j p_j V_j, 32 floats of head_dim per pass, two tokens at a time
+  for (int d0 = 0; d0 < hd8; d0 += 32) {
+    const int nv = int(imin(32, hd8 - d0)) / 8;
+    __m256 a0[4], a1[4];
+    for (int v = 0; v < 4; ++v) a0[v] = a1[v] = _mm256_setzero_ps();
+    for (int64_t j0 = 0; j0 < n_ctx; j0 += kv.block_size) {
+      const E* blk = vbase + int64_t(block_table[j0 / kv.block_size]) * block_stride + d0;
+      const int64_t nt = imin(kv.block_size, n_ctx - j0);
+      int64_t t = 0;
+      for (; t + 2 <= nt; t += 2) {
+        const __m256 p0 = _mm256_set1_ps(scores[j0 + t]), p1 = _mm256_set1_ps(scores[j0 + t + 1]);
+        const E* v0 = blk + t * token_stride;
+        const E* v1 = v0 + token_stride;
+        if (nv == 4) {
+#pragma GCC unroll 4
+          for (int v = 0; v < 4; ++v) {
+            a0[v] = _mm256_fmadd_ps(p0, Ld<T>::load(v0 + 8 * v), a0[v]);
+            a1[v] = _mm256_fmadd_ps(p1, Ld<T>::load(v1 + 8 * v), a1[v]);
+          }
+        } else {
+          for (int v = 0; v < nv; ++v) {
+            a0[v] = _mm256_fmadd_ps(p0, Ld<T>::load(v0 + 8 * v), a0[v]);
+            a1[v] = _mm256_fmadd_ps(p1, Ld<T>::load(v1 + 8 * v), a1[v]);
+          }
+        }
+      }
+      if (t < nt) {
+        const __m256 p0 = _mm256_set1_ps(scores[j0 + t]);
+        const E* v0 = blk + t * token_stride;
+        for (int v = 0; v < nv; ++v) a0[v] = _mm256_fmadd_ps(p0, Ld<T>::load(v0 + 8 * v), a0[v]);
+      }
+    }
+    for (int v = 0; v < nv; ++v) _mm256_storeu_ps(out + d0 + 8 * v, _mm256_add_ps(a0[v], a1[v]));
+  }
+  for (int d = hd8; d < hd; ++d) {
+    float acc = 0.0f;
+    for (int64_t j = 0; j < n_ctx; ++j) {
+      const E* v = vbase + int64_t(block_table[j / kv.block_size]) * block_stride + (j % kv.block_size) * token_stride;
+      acc += scores[j] * Ld<T>::scalar(v + d);
+    }
+    out[d] = acc;
+  }
+}
+
+}  // namespace
+
+// ================================================================= entry points
+void matmul(const MatmulArgs& a, const Runner& runner) {
+  if (a.M <= kGemvMaxM)
+    gemv(a, runner);
+  else
+    gemm(a, runner);
+}
+
+void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* y) {
+  __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(x + i);
+    __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+    s0 = _mm256_fmadd_pd(lo, lo, s0);
+    s1 = _mm256_fmadd_pd(hi, hi, s1);
+  }
+  __m256d s = _mm256_add_pd(s0, s1);
+  alignas(32) double sb[4];
+  _mm256_store_pd(sb, s);
+  double ss = (sb[0] + sb[1]) + (sb[2] + sb[3]);
+  for (; i < n; ++i) ss += double(x[i]) * x[i];
+  const float invs = float(1.0 / sqrt(ss / double(n) + eps));
+  const __m256 inv = _mm256_set1_ps(invs);
+  for (i = 0; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), inv), _mm256_loadu_ps(weight + i)));
+  for (; i < n; ++i) y[i] = x[i] * invs * weight[i];
+}
+
+void rope(float* x, int n_heads, int head_dim, int rot_dim, int64_t pos, const float* inv_freq, RopeStyle style,
+          float mscale) {
+  constexpr int kChunk = 128;
+  alignas(32) float cb[2 * kChunk], sb[2 * kChunk];
+  const int half = rot_dim / 2;
+  for (int i0 = 0; i0 < half; i0 += kChunk) {
+    const int cnt = int(imin(kChunk, half - i0));
+    for (int i = 0; i < cnt; ++i) {
+      float angle = float(pos) * inv_freq[i0 + i];
+      float c = cosf(angle) * mscale, s = sinf(angle) * mscale;
+      if (style == RopeStyle::RotateHalf) {
+        cb[i] = c;
+        sb[i] = s;
+      } else {
+        cb[2 * i] = cb[2 * i + 1] = c;
+        sb[2 * i] = -s;
+        sb[2 * i + 1] = s;
+      }
+    }
+    for (int h = 0; h < n_heads; ++h) {
+      float* v = x + int64_t(h) * head_dim;
+      if (style == RopeStyle::RotateHalf) {
+        float* pa = v + i0;
+        float* pb = v + i0 + half;
+        int i = 0;
+        for (; i + 8 <= cnt; i += 8) {
+          __m256 x0 = _mm256_loadu_ps(pa + i), x1 = _mm256_loadu_ps(pb + i);
+          __m256 c = _mm256_load_ps(cb + i), s = _mm256_load_ps(sb + i);
+          _mm256_storeu_ps(pa + i, _mm256_sub_ps(_mm256_mul_ps(x0, c), _mm256_mul_ps(x1, s)));
+          _mm256_storeu_ps(pb + i, _mm256_add_ps(_mm256_mul_ps(x0, s), _mm256_mul_ps(x1, c)));
+        }
+        for (; i < cnt; ++i) {
+          float x0 = pa[i], x1 = pb[i];
+          pa[i] = x0 * cb[i] - x1 * sb[i];
+          pb[i] = x0 * sb[i] + x1 * cb[i];
+        }
+      } else {
+        float* base = v + 2 * i0;
+        int e = 0;
+        for (; e + 8 <= 2 * cnt; e += 8) {
+          __m256 xv = _mm256_loadu_ps(base + e);
+          __m256 xs = _mm256_permute_ps(xv, 0xB1);
+          _mm256_storeu_ps(base + e, _mm256_add_ps(_mm256_mul_ps(xv, _mm256_load_ps(cb + e)),
+                                                   _mm256_mul_ps(xs, _mm256_load_ps(sb + e))));
+        }
+        for (; e < 2 * cnt; e += 2) {
+          float x0 = base[e], x1 = base[e + 1];
+          base[e] = x0 * cb[e] - x1 * sb[e + 1];
+          base[e + 1] = x0 * sb[e + 1] + x1 * cb[e];
+        }
+      }
+    }
+  }
+}
+
+void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (int64_t i = 0; i < n; i += 8) {
+    const int64_t cnt = imin(8, n - i);
+    __m256 g = cnt == 8 ? _mm256_loadu_ps(gate + i) : load_partial_f32(gate + i, cnt);
+    __m256 u = cnt == 8 ? _mm256_loadu_ps(up + i) : load_partial_f32(up + i, cnt);
+    __m256 e = exp256(_mm256_sub_ps(_mm256_setzero_ps(), g));
+    __m256 r = _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), u);
+    if (cnt == 8)
+      _mm256_storeu_ps(out + i, r);
+    else
+      store_partial_f32(out + i, r, cnt);
+  }
+}
+
+void add_inplace(float* y, const float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
+  for (; i < n; ++i) y[i] += x[i];
+}
+
+void softmax(float* x, int64_t n) {
+  if (n <= 0) return;
+  __m256 mx = _mm256_set1_ps(-INFINITY);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(x + i));
+  alignas(32) float mb[8];
+  _mm256_store_ps(mb, mx);
+  float m = mb[0];
+  for (int j = 1; j < 8; ++j) m = mb[j] > m ? mb[j] : m;
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  const __m256 vmax = _mm256_set1_ps(m);
+  __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+  for (i = 0; i + 8 <= n; i += 8) {
+    __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
+    _mm256_storeu_ps(x + i, e);
+    s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+    s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+  }
+  if (i < n) {
+    __m256 e = exp256(_mm256_sub_ps(load_partial_f32(x + i, n - i), vmax));
+    alignas(32) float eb[8];
+    _mm256_store_ps(eb, e);
+    for (int64_t j = 0; j < n - i; ++j) x[i + j] = eb[j];
+    alignas(32) float zb[8] = {};
+    for (int64_t j = 0; j < n - i; ++j) zb[j] = eb[j];
+    __m256 ez = _mm256_load_ps(zb);
+    s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(ez)));
+    s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(ez, 1)));
+  }
+  alignas(32) double sb[4];
+  _mm256_store_pd(sb, _mm256_add_pd(s0, s1));
+  const float invs = float(1.0 / ((sb[0] + sb[1]) + (sb[2] + sb[3])));
+  const __m256 inv = _mm256_set1_ps(invs);
+  for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
+  for (; i < n; ++i) x[i] *= invs;
+}
+
+void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_t* block_table, int64_t n_ctx,
+                    float scale, float alibi_slope, float* out, float* scratch) {
+  if (n_ctx <= 0) {
+    for (int d = 0; d < kv.head_dim; ++d) out[d] = 0.0f;
+    return;
+  }
+  switch (kv.dtype) {
+    case DType::F16:
+      return attention_t<DType::F16>(q, kv, kv_head, block_table, n_ctx, scale, alibi_slope, out, scratch);
+    case DType::BF16:
+      return attention_t<DType::BF16>(q, kv, kv_head, block_table, n_ctx, scale, alibi_slope, out, scratch);
+    default:
+      return attention_t<DType::F32>(q, kv, kv_head, block_table, n_ctx, scale, alibi_slope, out, scratch);
+  }
+}
+
+void convert_from_f32(DType to, const float* src, void* dst, int64_t n) {
+  if (to == DType::F32) {
+    memcpy(dst, src, size_t(n) * sizeof(float));
+    return;
+  }
+  auto* d = static_cast<uint16_t*>(dst);
+  const __m256i sign_mask = _mm256_set1_epi32(int(0x80000000u));
+  for (int64_t i = 0; i < n; i += 8) {
+    const int64_t cnt = imin(8, n - i);
+    __m256 v = cnt == 8 ? _mm256_loadu_ps(src + i) : load_partial_f32(src + i, cnt);
+    __m256i u = _mm256_castps_si256(v);
+    __m256i nan32 = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    __m128i nan16 = _mm_packs_epi32(_mm256_castsi256_si128(nan32), _mm256_extracti128_si256(nan32, 1));
+    __m128i h;
+    if (to == DType::F16) {
+      h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      __m256i q = _mm256_or_si256(_mm256_srli_epi32(_mm256_and_si256(u, sign_mask), 16), _mm256_set1_epi32(0x7e00));
+      __m128i q16 = _mm_packus_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+      h = _mm_blendv_epi8(h, q16, nan16);
+    } else {
+      __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+      __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
+      __m256i qn = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+      r = _mm256_blendv_epi8(r, qn, nan32);
+      h = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+    }
+    if (cnt == 8) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), h);
+    } else {
+      alignas(16) uint16_t hb[8];
+      _mm_store_si128(reinterpret_cast<__m128i*>(hb), h);
+      for (int64_t j = 0; j < cnt; ++j) d[i + j] = hb[j];
+    }
+  }
+}
+
+}  // namespace rinfer::kernels::cpu::avx2

@@ -1,0 +1,648 @@
+// AVX-512 kernels (F, BW, VL, DQ; compiled with the flags of *_avx512.cpp
+// files). Only called when best_isa() is Avx512. Everything here except the
+// entry points declared in impl.h has internal linkage, and only intrinsics
+// and C library functions are used, so no code compiled with these flags can
+// be picked by the linker for another file (see impl.h).
+//
+// matmul, one formulation for both regimes: every output y[m, n] is a dot
+// product over K kept as 16 f32 partial sums (one zmm) per (m, n) pair of a
+// register tile of MR x-rows by NR W-rows, reduced at the end with a
+// transposing shuffle tree (about 2 ops per accumulator).
+//  - decode (M <= kGemvMaxM): W is streamed from memory exactly once, each row
+//    converted to f32 in registers (F16: vcvtph2ps, BF16: zero-extend + shift)
+//    and used for all M rows of x; threads take chunks of W rows.
+//  - prefill: x is packed once into [m-tile][k-block][MR][KC] (zero padded),
+//    each thread converts a block of W rows x KC into an f32 panel (L2) and
+//    runs an MR x NR micro-kernel over it for every m-tile, so W conversion is
+//    amortised over M rows and the x tile stays in L1.
+// Accumulation is f32 throughout; the error against the double reference is
+// bounded by about (K/16 + 16) * 2^-24 * sum|x*w| (each lane sums K/16 terms).
+// GCC 12 warns about the deliberately undefined vectors in its own
+// _mm512_undefined_ps-based intrinsics (a known false positive).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/cpu/impl.h"
+
+#if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || !defined(__AVX512DQ__) || \
+    !defined(__FMA__) || !defined(__F16C__)
+#error "kernels_avx512.cpp must be compiled with the AVX-512 flags (see rinfer_simd_flags)"
+#endif
+
+namespace rinfer::kernels::cpu::avx512 {
+
+using detail::MatmulArgs;
+using detail::Runner;
+
+namespace {
+
+inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+inline int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
+inline __mmask16 tail_mask(int64_t n) { return n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1); }
+
+// ---------------------------------------------------------------- loads of 16 weights/KV values as f32
+template <DType T> struct Ld;
+template <> struct Ld<DType::F32> {
+  using E = float;
+  static __m512 load(const float* p) { return _mm512_loadu_ps(p); }
+  static __m512 load(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+};
+template <> struct Ld<DType::F16> {
+  using E = uint16_t;
+  static __m512 load(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static __m512 load(const uint16_t* p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
+};
+template <> struct Ld<DType::BF16> {
+  using E = uint16_t;
+  static __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
+  static __m512 load(const uint16_t* p) { return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static __m512 load(const uint16_t* p, __mmask16 m) { return widen(_mm256_maskz_loadu_epi16(m, p)); }
+};
+
+// ---------------------------------------------------------------- horizontal sums
+// Lane L (128-bit) of the result holds the partial sums of lane L of a, b, c, d.
+inline __m512 hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
+  __m512 ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));  // a0+a2 b0+b2 a1+a3 b1+b3
+  __m512 cd = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
+  __m512 lo = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(ab), _mm512_castps_pd(cd)));
+  __m512 hi = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(ab), _mm512_castps_pd(cd)));
+  return _mm512_add_ps(lo, hi);  // per lane: a b c d
+}
+// Lane L of the result = sum over the 4 lanes of rL: 16 totals of hsum4 outputs.
+inline __m512 sum_lanes4(__m512 r0, __m512 r1, __m512 r2, __m512 r3) {
+  __m512 t0 = _mm512_add_ps(_mm512_shuffle_f32x4(r0, r1, _MM_SHUFFLE(1, 0, 1, 0)),
+                            _mm512_shuffle_f32x4(r0, r1, _MM_SHUFFLE(3, 2, 3, 2)));
+  __m512 t1 = _mm512_add_ps(_mm512_shuffle_f32x4(r2, r3, _MM_SHUFFLE(1, 0, 1, 0)),
+                            _mm512_shuffle_f32x4(r2, r3, _MM_SHUFFLE(3, 2, 3, 2)));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(t0, t1, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(t0, t1, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+// out[i] = horizontal sum of v[i], i < C.
+template <int C>
+inline void reduce_accs(const __m512* v, float* out) {
+  const __m512 z = _mm512_setzero_ps();
+#pragma GCC unroll 4
+  for (int i = 0; i < C; i += 16) {
+    __m512 r[4];
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+      const int b = i + 4 * g;
+      r[g] = b < C ? hsum4(v[b], b + 1 < C ? v[b + 1] : z, b + 2 < C ? v[b + 2] : z, b + 3 < C ? v[b + 3] : z) : z;
+    }
+    __m512 s = sum_lanes4(r[0], r[1], r[2], r[3]);
+    if (i + 16 <= C)
+      _mm512_storeu_ps(out + i, s);
+    else
+      _mm512_mask_storeu_ps(out + i, tail_mask(C - i), s);
+  }
+}
+
+inline float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+// ---------------------------------------------------------------- exp
+// Cephes-style expf: x = n ln2 + r, |r| <= ln2/2, degree-6 polynomial,
+// scaled by 2^n with vscalefps (correct overflow to inf and underflow).
+// Max relative error about 2 ulp on [-87, 88]; NaN propagates.
+inline __m512 exp512(__m512 x) {
+  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);  // NaN in x is kept (second operand)
+  x = _mm512_min_ps(_mm512_set1_ps(88.8f), x);
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  __m512 r2 = _mm512_mul_ps(r, r);
+  p = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+
+// ================================================================= matmul
+constexpr int64_t kGemvMaxM = 4;  // above this, the packed GEMM path
+constexpr int kMR = 8;            // GEMM register tile: kMR x-rows by kNR W-rows
+constexpr int kNR = 3;
+constexpr int64_t kKC = 512;      // GEMM k-block (floats); an x tile is kMR * kKC * 4 bytes
+constexpr int64_t kNB = 48;       // GEMM W rows per task (multiple of kNR)
+
+// ---------------------------------------------------------------- decode GEMV
+// out[m * NR + r] = sum_k x[m, k] * w[r, k] for an MR x NR tile; w rows K apart.
+template <DType T, int MR, int NR>
+inline void gemv_tile(const float* x, int64_t ldx, int64_t K, const typename Ld<T>::E* w, float* out) {
+  __m512 acc[MR * NR];
+#pragma GCC unroll 32
+  for (int i = 0; i < MR * NR; ++i) acc[i] = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + 16 <= K; k += 16) {
+    __m512 wv[NR];
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) wv[r] = Ld<T>::load(w + r * K + k);
+#pragma GCC unroll 8
+    for (int m = 0; m < MR; ++m) {
+      __m512 xv = _mm512_loadu_ps(x + m * ldx + k);
+#pragma GCC unroll 8
+      for (int r = 0; r < NR; ++r) acc[m * NR + r] = _mm512_fmadd_ps(xv, wv[r], acc[m * NR + r]);
+    }
+  }
+  if (k < K) {
+    const __mmask16 msk = tail_mask(K - k);
+    __m512 wv[NR];
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) wv[r] = Ld<T>::load(w + r * K + k, msk);
+#pragma GCC unroll 8
+    for (int m = 0; m < MR; ++m) {
+      __m512 xv = _mm512_maskz_loadu_ps(msk, x + m * ldx + k);
+#pragma GCC unroll 8
+      for (int r = 0; r < NR; ++r) acc[m * NR + r] = _mm512_fmadd_ps(xv, wv[r], acc[m * NR + r]);
+    }
+  }
+  reduce_accs<MR * NR>(acc, out);
+}
+
+template <DType T, int MR>
+void gemv_rows(const MatmulArgs& a, int64_t n0, int64_t n1) {
+  constexpr int NR = MR == 1 ? 4 : MR <= 2 ? 4 : MR <= 4 ? 4 : 3;
+  const auto* w = static_cast<const typename Ld<T>::E*>(a.w);
+  float out[MR * NR];
+  int64_t n = n0;
+  auto emit = [&](int64_t nn, int nr) {
+    for (int m = 0; m < MR; ++m)
+      for (int r = 0; r < nr; ++r)
+        a.y[m * a.ldy + nn + r] = out[m * nr + r] + (a.bias ? a.bias[nn + r] : 0.0f);
+  };
+  for (; n + NR <= n1; n += NR) {
+    gemv_tile<T, MR, NR>(a.x, a.ldx, a.K, w + n * a.K, out);
+    emit(n, NR);
+  }
+  for (; n < n1; ++n) {
+    gemv_tile<T, MR, 1>(a.x, a.ldx, a.K, w + n * a.K, out);
+    emit(n, 1);
+  }
+}
+
+template <DType T>
+void gemv_dispatch_m(const MatmulArgs& a, int64_t n0, int64_t n1) {
+  static_assert(kGemvMaxM <= 4);
+  switch (a.M) {
+    case 1: return gemv_rows<T, 1>(a, n0, n1);
+    case 2: return gemv_rows<T, 2>(a, n0, n1);
+    case 3: return gemv_rows<T, 3>(a, n0, n1);
+    default: return gemv_rows<T, 4>(a, n0, n1);
+  }
+}
+
+struct GemvCtx {
+  const MatmulArgs* a;
+  int64_t rows_per_task;
+};
+
+void gemv_task(void* p, int64_t task, int) {
+  const auto& c = *static_cast<const GemvCtx*>(p);
+  const MatmulArgs& a = *c.a;
+  int64_t n0 = task * c.rows_per_task, n1 = imin(a.N, n0 + c.rows_per_task);
+  switch (a.wdt) {
+    case DType::F16: return gemv_dispatch_m<DType::F16>(a, n0, n1);
+    case DType::BF16: return gemv_dispatch_m<DType::BF16>(a, n0, n1);
+    default: return gemv_dispatch_m<DType::F32>(a, n0, n1);
+  }
+}
+
+void gemv(const MatmulArgs& a, const Runner& runner) {
+  // Chunks of rows handed out dynamically: ~8 per thread so a thread slowed
+  // down by something else does not hold up the others, but at least 16 rows.
+  int64_t n_tasks = imax(1, imin(int64_t(runner.n_threads) * 8, a.N / 16));
+  int64_t rows = round_up((a.N + n_tasks - 1) / n_tasks, 4);
+  n_tasks = (a.N + rows - 1) / rows;
+  GemvCtx c{&a, rows};
+  if (n_tasks == 1 || runner.n_threads == 1) {
+    for (int64_t t = 0; t < n_tasks; ++t) gemv_task(&c, t, 0);
+    return;
+  }
+  runner.run(runner.pool, n_tasks, &gemv_task, &c);
+}
+
+// ---------------------------------------------------------------- prefill GEMM
+// Micro-kernel: out[m * NR + r] = sum_{k < kcl} xt[m * kKC + k] * wt[r * kKC + k]
+// with xt, wt 64-byte aligned and kcl a multiple of 16.
+template <int MR, int NR>
+inline void gemm_micro(const float* xt, const float* wt, int64_t kcl, float* out) {
+  __m512 acc[MR * NR];
+#pragma GCC unroll 32
+  for (int i = 0; i < MR * NR; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kcl; k += 16) {
+    __m512 wv[NR];
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) wv[r] = _mm512_load_ps(wt + r * kKC + k);
+#pragma GCC unroll 8
+    for (int m = 0; m < MR; ++m) {
+      __m512 xv = _mm512_load_ps(xt + m * kKC + k);
+#pragma GCC unroll 8
+      for (int r = 0; r < NR; ++r) acc[m * NR + r] = _mm512_fmadd_ps(xv, wv[r], acc[m * NR + r]);
+    }
+  }
+  reduce_accs<MR * NR>(acc, out);
+}
+
+using MicroFn = void (*)(const float*, const float*, int64_t, float*);
+static_assert(kMR <= 8);
+MicroFn micro_for_rows(int64_t mr) {
+  switch (mr) {
+    case 1: return &gemm_micro<1, kNR>;
+    case 2: return &gemm_micro<2, kNR>;
+    case 3: return &gemm_micro<3, kNR>;
+    case 4: return &gemm_micro<4, kNR>;
+    case 5: return &gemm_micro<5, kNR>;
+    case 6: return &gemm_micro<6, kNR>;
+    case 7: return &gemm_micro<7, kNR>;
+    default: return &gemm_micro<8, kNR>;
+  }
+}
+
+// Convert W[row, k0 .. k0 + kcl) (zero beyond K) to f32 at dst.
+template <DType T>
+inline void convert_row(const typename Ld<T>::E* wrow, int64_t K, int64_t k0, int64_t kcl, float* dst) {
+  int64_t valid = imin(kcl, K - k0);
+  int64_t k = 0;
+  for (; k + 16 <= valid; k += 16) _mm512_store_ps(dst + k, Ld<T>::load(wrow + k0 + k));
+  for (; k < kcl; k += 16) _mm512_store_ps(dst + k, Ld<T>::load(wrow + k0 + k, tail_mask(imax(0, valid - k))));
+}
+
+struct GemmCtx {
+  const MatmulArgs* a;
+  float* xp;  // packed x: [m-tile][k-block][kMR][kKC]
+  int64_t Kp, n_kb, n_mt;
+  int64_t nb;                     // W rows per task
+  int64_t n_ntasks, mt_per_task;  // task grid: n-blocks x m-chunks
+};
+
+void gemm_pack_x_task(void* p, int64_t mt, int) {
+  const auto& c = *static_cast<const GemmCtx*>(p);
+  const MatmulArgs& a = *c.a;
+  const int64_t m0 = mt * kMR, mr = imin(kMR, a.M - m0);
+  for (int64_t kb = 0; kb < c.n_kb; ++kb) {
+    float* dst = c.xp + (mt * c.n_kb + kb) * kMR * kKC;
+    const int64_t k0 = kb * kKC, kcl = imin(kKC, c.Kp - k0), valid = imin(kcl, a.K - k0);
+    for (int64_t i = 0; i < mr; ++i) {
+      const float* src = a.x + (m0 + i) * a.ldx + k0;
+      float* d = dst + i * kKC;
+      int64_t k = 0;
+      for (; k + 16 <= valid; k += 16) _mm512_store_ps(d + k, _mm512_loadu_ps(src + k));
+      for (; k < kcl; k += 16) _mm512_store_ps(d + k, _mm512_maskz_loadu_ps(tail_mask(imax(0, valid - k)), src + k));
+    }
+  }
+}
+
+template <DType T>
+void gemm_block(const GemmCtx& c, int64_t n0, int64_t n1, int64_t mt0, int64_t mt1) {
+  const MatmulArgs& a = *c.a;
+  const auto* w = static_cast<const typename Ld<T>::E*>(a.w);
+  const int64_t nrows = n1 - n0, nrows_pad = round_up(nrows, kNR);
+  float* panel = detail::scratch(detail::kScratchPanel, nrows_pad * kKC);
+  alignas(64) float out[kMR * kNR];
+  for (int64_t kb = 0; kb < c.n_kb; ++kb) {
+    const int64_t k0 = kb * kKC, kcl = imin(kKC, c.Kp - k0);
+    for (int64_t r = 0; r < nrows; ++r) convert_row<T>(w + (n0 + r) * a.K, a.K, k0, kcl, panel + r * kKC);
+    for (int64_t r = nrows; r < nrows_pad; ++r) memset(panel + r * kKC, 0, size_t(kcl) * sizeof(float));
+    for (int64_t mt = mt0; mt < mt1; ++mt) {
+      const int64_t m0 = mt * kMR, mr = imin(kMR, a.M - m0);
+      const float* xt = c.xp + (mt * c.n_kb + kb) * kMR * kKC;
+      const MicroFn micro = micro_for_rows(mr);
+      for (int64_t nt = 0; nt < nrows_pad; nt += kNR) {
+        micro(xt, panel + nt * kKC, kcl, out);
+        const int64_t nr = imin(kNR, nrows - nt);
+        for (int64_t i = 0; i < mr; ++i) {
+          float* yrow = a.y + (m0 + i) * a.ldy + n0 + nt;
+          if (kb == 0) {
+            for (int64_t j = 0; j < nr; ++j) yrow[j] = out[i * kNR + j] + (a.bias ? a.bias[n0 + nt + j] : 0.0f);
+          } else {
+            for (int64_t j = 0; j < nr; ++j) yrow[j] += out[i * kNR + j];
+          }
+        }
+      }
+    }
+  }
+}
+
+void gemm_task(void* p, int64_t task, int) {
+  const auto& c = *static_cast<const GemmCtx*>(p);
+  const int64_t nt = task % c.n_ntasks, mc = task / c.n_ntasks;
+  const int64_t n0 = nt * c.nb, n1 = imin(c.a->N, n0 + c.nb);
+  const int64_t mt0 = mc * c.mt_per_task, mt1 = imin(c.n_mt, mt0 + c.mt_per_task);
+  if (n0 >= n1 || mt0 >= mt1) return;
+  switch (c.a->wdt) {
+    case DType::F16: return gemm_block<DType::F16>(c, n0, n1, mt0, mt1);
+    case DType::BF16: return gemm_block<DType::BF16>(c, n0, n1, mt0, mt1);
+    default: return gemm_block<DType::F32>(c, n0, n1, mt0, mt1);
+  }
+}
+
+void gemm(const MatmulArgs& a, const Runner& runner) {
+  GemmCtx c{};
+  c.a = &a;
+  c.Kp = round_up(a.K, 16);
+  c.n_kb = (c.Kp + kKC - 1) / kKC;
+  c.n_mt = (a.M + kMR - 1) / kMR;
+  c.xp = detail::scratch(detail::kScratchShared, c.n_mt * c.n_kb * kMR * kKC);
+  const int64_t T = runner.n_threads;
+  // W rows per task: kNB, fewer when N is small so every thread has work.
+  c.nb = imin(kNB, imax(kNR, round_up((a.N + 2 * T - 1) / (2 * T), kNR)));
+  c.n_ntasks = (a.N + c.nb - 1) / c.nb;
+  // Split M as well when there are not enough W blocks for the threads.
+  int64_t m_chunks = c.n_ntasks >= 2 * T ? 1 : imin(c.n_mt, (2 * T + c.n_ntasks - 1) / c.n_ntasks);
+  c.mt_per_task = (c.n_mt + m_chunks - 1) / m_chunks;
+  m_chunks = (c.n_mt + c.mt_per_task - 1) / c.mt_per_task;
+  if (T == 1) {
+    for (int64_t mt = 0; mt < c.n_mt; ++mt) gemm_pack_x_task(&c, mt, 0);
+    for (int64_t t = 0; t < c.n_ntasks * m_chunks; ++t) gemm_task(&c, t, 0);
+    return;
+  }
+  runner.run(runner.pool, c.n_mt, &gemm_pack_x_task, &c);
+  runner.run(runner.pool, c.n_ntasks * m_chunks, &gemm_task, &c);
+}
+
+// ================================================================= attention
+template <DType T>
+inline __m512 dot_rows4(const float* q, const typename Ld<T>::E* const* k, int hd) {
+  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  int d = 0;
+  for (; d + 16 <= hd; d += 16) {
+    __m512 qv = _mm512_loadu_ps(q + d);
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; ++t)
+      acc[t] = _mm512_fmadd_ps(qv, Ld<T>::load(k[t] + d), acc[t]);
+  }
+  if (d < hd) {
+    const __mmask16 m = tail_mask(hd - d);
+    __m512 qv = _mm512_maskz_loadu_ps(m, q + d);
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; ++t)
+      acc[t] = _mm512_fmadd_ps(qv, Ld<T>::load(k[t] + d, m), acc[t]);
+  }
+  return hsum4(acc[0], acc[1], acc[2], acc[3]);  // lane L: partial sums of the 4 dots
+}
+
+// out[0 .. NV*16) (masked to hd - d0) += sum_j p[j] * V_j[d0 ..]
+template <DType T, int NV>
+void attn_accumulate_v(const PagedKV& kv, int kv_head, const int32_t* block_table, int64_t n_ctx, const float* p,
+                       int d0, float* out) {
+  using E = typename Ld<T>::E;
+  const int hd = kv.head_dim;
+  const int64_t token_stride = int64_t(kv.n_kv_heads) * hd;
+  const int64_t block_stride = token_stride * kv.block_size;
+  __mmask16 masks[NV];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) masks[v] = tail_mask(imax(0, hd - d0 - v * 16));
+  __m512 acc0[NV], acc1[NV];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) acc0[v] = acc1[v] = _mm512_setzero_ps();
+  const E* vbase = static_cast<const E*>(kv.v) + int64_t(kv_head) * hd + d0;
+  for (int64_t j0 = 0; j0 < n_ctx; j0 += kv.block_size) {
+    const E* blk = vbase + int64_t(block_table[j0 / kv.block_size]) * block_stride;
+    const int64_t nt = imin(kv.block_size, n_ctx - j0);
+    int64_t t = 0;
+    for (; t + 2 <= nt; t += 2) {
+      const __m512 p0 = _mm512_set1_ps(p[j0 + t]), p1 = _mm512_set1_ps(p[j0 + t + 1]);
+      const E* v0 = blk + t * token_stride;
+      const E* v1 = v0 + token_stride;
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) {
+        acc0[v] = _mm512_fmadd_ps(p0, Ld<T>::load(v0 + v * 16, masks[v]), acc0[v]);
+        acc1[v] = _mm512_fmadd_ps(p1, Ld<T>::load(v1 + v * 16, masks[v]), acc1[v]);
+      }
+    }
+    if (t < nt) {
+      const __m512 p0 = _mm512_set1_ps(p[j0 + t]);
+      const E* v0 = blk + t * token_stride;
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc0[v] = _mm512_fmadd_ps(p0, Ld<T>::load(v0 + v * 16, masks[v]), acc0[v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(out + d0 + v * 16, masks[v], _mm512_add_ps(acc0[v], acc1[v]));
+}
+
+template <DType T>
+void attention_t(const float* q, const PagedKV& kv, int kv_head, const int32_t* block_table, int64_t n_ctx,
+                 float scale, float alibi_slope, float* out, float* scores) {
+  using E = typename Ld<T>::E;
+  const int hd = kv.head_dim;
+  const int64_t token_stride = int64_t(kv.n_kv_heads) * hd;
+  const int64_t block_stride = token_stride * kv.block_size;
+  const E* kbase = static_cast<const E*>(kv.k) + int64_t(kv_head) * hd;
+  // scores = scale * q . K_j + alibi_slope * (j - (n_ctx - 1)), four keys at a time
+  for (int64_t j0 = 0; j0 < n_ctx; j0 += kv.block_size) {
+    const E* blk = kbase + int64_t(block_table[j0 / kv.block_size]) * block_stride;
+    const int64_t nt = imin(kv.block_size, n_ctx - j0);
+    for (int64_t t = 0; t < nt; t += 16) {
+      // up to 16 keys: four hsum4 groups, then one sum_lanes4
+      __m512 r[4];
+      const int64_t cnt = imin(16, nt - t);
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g) {
+        const int64_t tg = t + 4 * g;
+        const int nk = int(imax(0, imin(4, nt - tg)));
+        if (nk == 0) {
+          r[g] = _mm512_setzero_ps();
+          continue;
+        }
+        const E* ks[4];  // past the last key: repeat one (its lanes are not stored)
+        for (int i = 0; i < 4; ++i) ks[i] = blk + (tg + (i < nk ? i : 0)) * token_stride;
+        r[g] = dot_rows4<T>(q, ks, hd);
+      }
+      __m512 dots = sum_lanes4(r[0], r[1], r[2], r[3]);
+      // positions j0 + t + i, i < cnt
+      const __m512 idx = _mm512_add_ps(
+          _mm512_set1_ps(float(j0 + t - (n_ctx - 1))),
+          _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+      __m512 s = _mm512_add_ps(_mm512_mul_ps(dots, _mm512_set1_ps(scale)), _mm512_mul_ps(_mm512_set1_ps(alibi_slope), idx));
+      _mm512_mask_storeu_ps(scores + j0 + t, tail_mask(cnt), s);
+    }
+  }
+  softmax(scores, n_ctx);
+  for (int d0 = 0; d0 < hd; d0 += 128) {
+    switch ((imin(128, hd - d0) + 15) / 16) {
+      case 1: attn_accumulate_v<T, 1>(kv, kv_head, block_table, n_ctx, scores, d0, out); break;
+      case 2: attn_accumulate_v<T, 2>(kv, kv_head, block_table, n_ctx, scores, d0, out); break;
+      case 3: attn_accumulate_v<T, 3>(kv, kv_head, block_table, n_ctx, scores, d0, out); break;
+      case 4: attn_accumulate_v<T, 4>(kv, kv_head, block_table, n_ctx, scores, d0, out); break;
+      case 5: attn_accumulate_v<T, 5>(kv, kv_head, block_table, n_ctx, scores, d0, out); break;
+      case 6: attn_accumulate_v<T, 6>(kv, kv_head, block_table, n_ctx, scores, d0, out); break;
+      case 7: attn_accumulate_v<T, 7>(kv, kv_head, block_table, n_ctx, scores, d0, out); break;
+      default: attn_accumulate_v<T, 8>(kv, kv_head, block_table, n_ctx, scores, d0, out); break;
+    }
+  }
+}
+
+}  // namespace
+
+// ================================================================= entry points
+void matmul(const MatmulArgs& a, const Runner& runner) {
+  if (a.M <= kGemvMaxM)
+    gemv(a, runner);
+  else
+    gemm(a, runner);
+}
+
+void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* y) {
+  // sum of squares in double, like the reference
+  __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
+  int64_t i = 0;
+  for (; i < n; i += 16) {
+    __m512 v = _mm512_maskz_loadu_ps(tail_mask(n - i), x + i);
+    __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+    __m512d hi = _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1));
+    s0 = _mm512_fmadd_pd(lo, lo, s0);
+    s1 = _mm512_fmadd_pd(hi, hi, s1);
+  }
+  double ss = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
+  const __m512 inv = _mm512_set1_ps(float(1.0 / sqrt(ss / double(n) + eps)));
+  for (i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv), _mm512_maskz_loadu_ps(m, weight + i));
+    _mm512_mask_storeu_ps(y + i, m, v);
+  }
+}
+
+void rope(float* x, int n_heads, int head_dim, int rot_dim, int64_t pos, const float* inv_freq, RopeStyle style,
+          float mscale) {
+  // cos/sin once per frequency (libm, as the reference), then rotate all heads.
+  constexpr int kChunk = 128;  // pairs per pass
+  alignas(64) float cb[2 * kChunk], sb[2 * kChunk];
+  const int half = rot_dim / 2;
+  for (int i0 = 0; i0 < half; i0 += kChunk) {
+    const int cnt = int(imin(kChunk, half - i0));
+    for (int i = 0; i < cnt; ++i) {
+      float angle = float(pos) * inv_freq[i0 + i];
+      float c = cosf(angle) * mscale, s = sinf(angle) * mscale;
+      if (style == RopeStyle::RotateHalf) {
+        cb[i] = c;
+        sb[i] = s;
+      } else {
+        cb[2 * i] = cb[2 * i + 1] = c;
+        sb[2 * i] = -s;
+        sb[2 * i + 1] = s;
+      }
+    }
+    for (int h = 0; h < n_heads; ++h) {
+      float* v = x + int64_t(h) * head_dim;
+      if (style == RopeStyle::RotateHalf) {
+        for (int i = 0; i < cnt; i += 16) {
+          const __mmask16 m = tail_mask(cnt - i);
+          float* pa = v + i0 + i;
+          float* pb = v + i0 + half + i;
+          __m512 x0 = _mm512_maskz_loadu_ps(m, pa), x1 = _mm512_maskz_loadu_ps(m, pb);
+          __m512 c = _mm512_load_ps(cb + i), s = _mm512_load_ps(sb + i);
+          _mm512_mask_storeu_ps(pa, m, _mm512_sub_ps(_mm512_mul_ps(x0, c), _mm512_mul_ps(x1, s)));
+          _mm512_mask_storeu_ps(pb, m, _mm512_add_ps(_mm512_mul_ps(x0, s), _mm512_mul_ps(x1, c)));
+        }
+      } else {
+        float* base = v + 2 * i0;
+        for (int e = 0; e < 2 * cnt; e += 16) {
+          const __mmask16 m = tail_mask(2 * cnt - e);
+          __m512 xv = _mm512_maskz_loadu_ps(m, base + e);
+          __m512 xs = _mm512_permute_ps(xv, 0xB1);  // swap the two values of each pair
+          __m512 r = _mm512_add_ps(_mm512_mul_ps(xv, _mm512_load_ps(cb + e)), _mm512_mul_ps(xs, _mm512_load_ps(sb + e)));
+          _mm512_mask_storeu_ps(base + e, m, r);
+        }
+      }
+    }
+  }
+}
+
+void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    __m512 g = _mm512_maskz_loadu_ps(m, gate + i), u = _mm512_maskz_loadu_ps(m, up + i);
+    __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), g));
+    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), u));
+  }
+}
+
+void add_inplace(float* y, const float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i), _mm512_loadu_ps(x + i)));
+    _mm512_storeu_ps(y + i + 16, _mm512_add_ps(_mm512_loadu_ps(y + i + 16), _mm512_loadu_ps(x + i + 16)));
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, y + i), _mm512_maskz_loadu_ps(m, x + i)));
+  }
+}
+
+void softmax(float* x, int64_t n) {
+  if (n <= 0) return;
+  __m512 mx = _mm512_set1_ps(-INFINITY);
+  for (int64_t i = 0; i < n; i += 16) mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, tail_mask(n - i), x + i));
+  const __m512 vmax = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+  __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    __m512 e = _mm512_maskz_mov_ps(m, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), vmax)));
+    _mm512_mask_storeu_ps(x + i, m, e);
+    s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+    s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
+  }
+  const __m512 inv = _mm512_set1_ps(float(1.0 / _mm512_reduce_add_pd(_mm512_add_pd(s0, s1))));
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv));
+  }
+}
+
+void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_t* block_table, int64_t n_ctx,
+                    float scale, float alibi_slope, float* out, float* scratch) {
+  if (n_ctx <= 0) {
+    for (int d = 0; d < kv.head_dim; ++d) out[d] = 0.0f;
+    return;
+  }
+  switch (kv.dtype) {
+    case DType::F16:
+      return attention_t<DType::F16>(q, kv, kv_head, block_table, n_ctx, scale, alibi_slope, out, scratch);
+    case DType::BF16:
+      return attention_t<DType::BF16>(q, kv, kv_head, block_table, n_ctx, scale, alibi_slope, out, scratch);
+    default:
+      return attention_t<DType::F32>(q, kv, kv_head, block_table, n_ctx, scale, alibi_slope, out, scratch);
+  }
+}
+
+void convert_from_f32(DType to, const float* src, void* dst, int64_t n) {
+  if (to == DType::F32) {
+    memcpy(dst, src, size_t(n) * sizeof(float));
+    return;
+  }
+  auto* d = static_cast<uint16_t*>(dst);
+  const __m512i sign_mask = _mm512_set1_epi32(int(0x80000000u));
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    __m512 v = _mm512_maskz_loadu_ps(m, src + i);
+    __m512i u = _mm512_castps_si512(v);
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    __m256i h;
+    if (to == DType::F16) {
+      // round to nearest even like f32_to_f16; NaN -> sign | 0x7e00 like the scalar code
+      h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      __m256i qnan = _mm512_cvtepi32_epi16(
+          _mm512_or_si512(_mm512_srli_epi32(_mm512_and_si512(u, sign_mask), 16), _mm512_set1_epi32(0x7e00)));
+      h = _mm256_mask_blend_epi16(nan, h, qnan);
+    } else {
+      // bf16: round to nearest even; NaN stays NaN (quiet bit set)
+      __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+      __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+      __m512i qn = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+      h = _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, r, qn));
+    }
+    _mm256_mask_storeu_epi16(d + i, m, h);
+  }
+}
+
+}  // namespace rinfer::kernels::cpu::avx512

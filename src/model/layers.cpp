@@ -1,0 +1,74 @@
+#include "model/layers.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace rinfer {
+
+Linear Linear::load(const WeightStore& w, const std::string& prefix, int64_t in, int64_t out, bool bias) {
+  Linear l;
+  l.in = in;
+  l.out = out;
+  l.weight = w.get(prefix + ".weight", {out, in});
+  if (bias) l.bias = w.get_f32(prefix + ".bias", {out});
+  return l;
+}
+
+RMSNorm RMSNorm::load(const WeightStore& w, const std::string& name, int64_t dim, double eps) {
+  RMSNorm n;
+  n.weight = w.get_f32(name, {dim});
+  n.dim = dim;
+  n.eps = float(eps);
+  return n;
+}
+
+std::vector<float> rope_inv_freq(double theta, int64_t rot_dim, const RopeScaling& s) {
+  std::vector<float> inv(size_t(rot_dim / 2));
+  for (int64_t i = 0; i < rot_dim / 2; ++i) {
+    // As HF: exponent computed in float32, then base ** exponent.
+    float expo = float(2 * i) / float(rot_dim);
+    inv[i] = float(1.0 / std::pow(theta, double(expo)));
+  }
+  if (s.type == "linear") {
+    for (auto& f : inv) f = float(f / s.factor);
+  } else if (s.type == "llama3") {
+    const double old_ctx = double(s.original_max_position);
+    const double low_wavelen = old_ctx / s.low_freq_factor;
+    const double high_wavelen = old_ctx / s.high_freq_factor;
+    for (auto& f : inv) {
+      const double wavelen = 2.0 * M_PI / f;
+      if (wavelen < high_wavelen) continue;
+      if (wavelen > low_wavelen) {
+        f = float(f / s.factor);
+      } else {
+        double smooth = (old_ctx / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+        f = float((1.0 - smooth) * f / s.factor + smooth * f);
+      }
+    }
+  }
+  return inv;
+}
+
+RotaryEmbedding::RotaryEmbedding(const ModelConfig& cfg, int64_t rot_dim, kernels::cpu::RopeStyle style)
+    : rot_dim_(rot_dim), style_(style), theta_(cfg.rope_theta), scaling_(cfg.rope_scaling),
+      max_pos_(cfg.rope_scaling.original_max_position > 0 ? cfg.rope_scaling.original_max_position
+                                                           : cfg.max_position_embeddings) {
+  inv_freq_ = rope_inv_freq(theta_, rot_dim_, scaling_);
+}
+
+void RotaryEmbedding::apply(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, int64_t seq_len) const {
+  if (scaling_.type == "dynamic" && seq_len > max_pos_) {
+    // Dynamic NTK: grow the base once the sequence passes the trained length
+    // (HF recomputes inv_freq from the current length the same way).
+    double base = theta_ * std::pow(scaling_.factor * double(seq_len) / double(max_pos_) - (scaling_.factor - 1.0),
+                                    double(rot_dim_) / double(rot_dim_ - 2));
+    RopeScaling none;
+    auto inv = rope_inv_freq(base, rot_dim_, none);
+    kernels::cpu::rope(x, int(n_heads), int(head_dim), int(rot_dim_), pos, inv.data(), style_, 1.0f);
+    return;
+  }
+  kernels::cpu::rope(x, int(n_heads), int(head_dim), int(rot_dim_), pos, inv_freq_.data(), style_, 1.0f);
+}
+
+}  // namespace rinfer

@@ -1,0 +1,37 @@
+#pragma once
+// Model: a runnable architecture. forward() takes a batch of sequences, each
+// a run of new tokens at consecutive positions with its own KV block table,
+// so prefill (many tokens) and decode (one token) of many sequences go
+// through the same call.
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "core/thread_pool.h"
+#include "model/model_config.h"
+#include "runtime/kv_cache.h"
+
+namespace rinfer {
+
+struct BatchItem {
+  std::span<const int32_t> tokens;       // new tokens of this sequence
+  int64_t start_pos = 0;                 // position of tokens[0] (= tokens already cached)
+  std::span<const int32_t> block_table;  // must cover start_pos + tokens.size() positions
+  bool all_logits = false;               // logits for every token, else only the last
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelConfig& config() const = 0;
+  virtual KVCacheShape kv_shape() const = 0;
+  // Number of logit rows forward() writes for this batch.
+  static int64_t logit_rows(std::span<const BatchItem> batch);
+  // Runs the batch, writing K/V of the new tokens into `kv` and logits
+  // [logit_rows, vocab_size] (in batch order) into `logits`.
+  virtual void forward(std::span<const BatchItem> batch, KVCache& kv, float* logits) = 0;
+  // Bytes of weights read to decode one token (all matrices once).
+  virtual uint64_t weight_bytes_per_token() const = 0;
+};
+
+}  // namespace rinfer

@@ -1,0 +1,129 @@
+#include "model/model_config.h"
+
+#include "core/error.h"
+
+namespace rinfer {
+
+using nlohmann::json;
+
+namespace hf {
+int64_t get_int(const json& cfg, const char* key) {
+  auto it = cfg.find(key);
+  if (it == cfg.end() || it->is_null()) fail("config.json: missing required key \"", key, "\"");
+  if (!it->is_number_integer()) fail("config.json: \"", key, "\" must be an integer, got ", it->dump());
+  return it->get<int64_t>();
+}
+int64_t get_int(const json& cfg, const char* key, int64_t fallback) {
+  auto it = cfg.find(key);
+  if (it == cfg.end() || it->is_null()) return fallback;
+  return get_int(cfg, key);
+}
+double get_double(const json& cfg, const char* key, double fallback) {
+  auto it = cfg.find(key);
+  if (it == cfg.end() || it->is_null()) return fallback;
+  if (!it->is_number()) fail("config.json: \"", key, "\" must be a number, got ", it->dump());
+  return it->get<double>();
+}
+bool get_bool(const json& cfg, const char* key, bool fallback) {
+  auto it = cfg.find(key);
+  if (it == cfg.end() || it->is_null()) return fallback;
+  if (!it->is_boolean()) fail("config.json: \"", key, "\" must be true or false, got ", it->dump());
+  return it->get<bool>();
+}
+std::vector<int32_t> get_id_list(const json& cfg, const char* key) {
+  std::vector<int32_t> out;
+  auto it = cfg.find(key);
+  if (it == cfg.end() || it->is_null()) return out;
+  if (it->is_number_integer()) {
+    out.push_back(it->get<int32_t>());
+  } else if (it->is_array()) {
+    for (const auto& v : *it) {
+      if (!v.is_number_integer()) fail("config.json: \"", key, "\" must hold integers, got ", it->dump());
+      out.push_back(v.get<int32_t>());
+    }
+  } else {
+    fail("config.json: \"", key, "\" must be an integer or a list, got ", it->dump());
+  }
+  return out;
+}
+}  // namespace hf
+
+json ModelConfig::to_json() const {
+  return json{{"architecture", architecture},
+              {"vocab_size", vocab_size},
+              {"hidden_size", hidden_size},
+              {"intermediate_size", intermediate_size},
+              {"n_layers", n_layers},
+              {"n_heads", n_heads},
+              {"n_kv_heads", n_kv_heads},
+              {"head_dim", head_dim},
+              {"rms_norm_eps", rms_norm_eps},
+              {"rope_theta", rope_theta},
+              {"rope_scaling",
+               {{"type", rope_scaling.type},
+                {"factor", rope_scaling.factor},
+                {"low_freq_factor", rope_scaling.low_freq_factor},
+                {"high_freq_factor", rope_scaling.high_freq_factor},
+                {"original_max_position", rope_scaling.original_max_position}}},
+              {"max_position_embeddings", max_position_embeddings},
+              {"tie_word_embeddings", tie_word_embeddings},
+              {"qkv_bias", qkv_bias},
+              {"o_bias", o_bias},
+              {"mlp_bias", mlp_bias},
+              {"bos_token_id", bos_token_id},
+              {"eos_token_ids", eos_token_ids}};
+}
+
+ModelConfig ModelConfig::from_json(const json& j) {
+  try {
+    ModelConfig c;
+    c.architecture = j.at("architecture").get<std::string>();
+    c.vocab_size = j.at("vocab_size").get<int64_t>();
+    c.hidden_size = j.at("hidden_size").get<int64_t>();
+    c.intermediate_size = j.at("intermediate_size").get<int64_t>();
+    c.n_layers = j.at("n_layers").get<int64_t>();
+    c.n_heads = j.at("n_heads").get<int64_t>();
+    c.n_kv_heads = j.at("n_kv_heads").get<int64_t>();
+    c.head_dim = j.at("head_dim").get<int64_t>();
+    c.rms_norm_eps = j.at("rms_norm_eps").get<double>();
+    c.rope_theta = j.at("rope_theta").get<double>();
+    const auto& rs = j.at("rope_scaling");
+    c.rope_scaling.type = rs.at("type").get<std::string>();
+    c.rope_scaling.factor = rs.at("factor").get<double>();
+    c.rope_scaling.low_freq_factor = rs.at("low_freq_factor").get<double>();
+    c.rope_scaling.high_freq_factor = rs.at("high_freq_factor").get<double>();
+    c.rope_scaling.original_max_position = rs.at("original_max_position").get<int64_t>();
+    c.max_position_embeddings = j.at("max_position_embeddings").get<int64_t>();
+    c.tie_word_embeddings = j.at("tie_word_embeddings").get<bool>();
+    c.qkv_bias = j.at("qkv_bias").get<bool>();
+    c.o_bias = j.at("o_bias").get<bool>();
+    c.mlp_bias = j.at("mlp_bias").get<bool>();
+    c.bos_token_id = j.at("bos_token_id").get<int32_t>();
+    c.eos_token_ids = j.at("eos_token_ids").get<std::vector<int32_t>>();
+    c.validate();
+    return c;
+  } catch (const json::exception& e) {
+    fail("model_desc.json: bad \"config\": ", e.what());
+  }
+}
+
+void ModelConfig::validate() const {
+  auto positive = [](int64_t v, const char* what) {
+    RINFER_CHECK(v > 0, "config: ", what, " must be positive, got ", v);
+  };
+  positive(vocab_size, "vocab_size");
+  positive(hidden_size, "hidden_size");
+  positive(intermediate_size, "intermediate_size");
+  positive(n_layers, "num_hidden_layers");
+  positive(n_heads, "num_attention_heads");
+  positive(n_kv_heads, "num_key_value_heads");
+  positive(head_dim, "head_dim");
+  positive(max_position_embeddings, "max_position_embeddings");
+  RINFER_CHECK(n_heads % n_kv_heads == 0, "config: num_attention_heads (", n_heads,
+               ") must be a multiple of num_key_value_heads (", n_kv_heads, ")");
+  RINFER_CHECK(head_dim % 2 == 0, "config: head_dim must be even for rotary embeddings, got ", head_dim);
+  RINFER_CHECK(rms_norm_eps > 0, "config: rms_norm_eps must be positive");
+  RINFER_CHECK(rope_theta > 0, "config: rope_theta must be positive");
+}
+
+}  // namespace rinfer

@@ -1,0 +1,57 @@
+#pragma once
+// ModelConfig: the hyper-parameters rinfer needs, normalized from whatever a
+// family's config.json calls them. Stored in model_desc.json of converted
+// models, so a converted model never needs the original config.json.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace rinfer {
+
+struct RopeScaling {
+  std::string type = "none";  // none | linear | dynamic | llama3
+  double factor = 1.0;
+  double low_freq_factor = 1.0;   // llama3
+  double high_freq_factor = 4.0;  // llama3
+  int64_t original_max_position = 0;  // llama3 (and dynamic: defaults to max_position_embeddings)
+};
+
+struct ModelConfig {
+  std::string architecture;  // Hugging Face class name, e.g. "LlamaForCausalLM"
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t n_layers = 0;
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;
+  int64_t head_dim = 0;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  int64_t max_position_embeddings = 2048;
+  bool tie_word_embeddings = false;
+  bool qkv_bias = false;  // biases on q, k, v projections
+  bool o_bias = false;    // bias on the attention output projection
+  bool mlp_bias = false;
+  int32_t bos_token_id = -1;
+  std::vector<int32_t> eos_token_ids;
+
+  nlohmann::json to_json() const;
+  static ModelConfig from_json(const nlohmann::json& j);
+  // Throws rinfer::Error when the numbers cannot describe a model.
+  void validate() const;
+};
+
+// Helpers for reading Hugging Face config.json values with one-line errors.
+namespace hf {
+int64_t get_int(const nlohmann::json& cfg, const char* key);
+int64_t get_int(const nlohmann::json& cfg, const char* key, int64_t fallback);
+double get_double(const nlohmann::json& cfg, const char* key, double fallback);
+bool get_bool(const nlohmann::json& cfg, const char* key, bool fallback);
+// eos_token_id may be an int, a list of ints or null.
+std::vector<int32_t> get_id_list(const nlohmann::json& cfg, const char* key);
+}  // namespace hf
+
+}  // namespace rinfer

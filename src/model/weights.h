@@ -1,0 +1,37 @@
+#pragma once
+// WeightStore: every tensor of a loaded model by name, plus whatever owns
+// their bytes (anonymous buffers or file mappings). Models look tensors up
+// once at construction with the shape they expect; a missing or mis-shaped
+// tensor is an error that names it, never a silent fallback.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/buffer.h"
+#include "core/tensor.h"
+
+namespace rinfer {
+
+class WeightStore {
+ public:
+  void add(const std::string& name, const TensorView& view);
+  void own(Buffer&& buffer) { buffers_.push_back(std::move(buffer)); }
+  void own(std::shared_ptr<void> holder) { holders_.push_back(std::move(holder)); }
+
+  bool has(const std::string& name) const { return tensors_.count(name) != 0; }
+  // The tensor with exactly this shape, or an Error naming it and the shape.
+  TensorView get(const std::string& name, const Shape& expected) const;
+  // As get(), and it must also be F32 (norm weights and biases are kept in f32).
+  const float* get_f32(const std::string& name, const Shape& expected) const;
+  const std::map<std::string, TensorView>& tensors() const { return tensors_; }
+  uint64_t total_bytes() const;
+  std::string source;  // where the weights came from, for messages
+
+ private:
+  std::map<std::string, TensorView> tensors_;
+  std::vector<Buffer> buffers_;
+  std::vector<std::shared_ptr<void>> holders_;
+};
+
+}  // namespace rinfer

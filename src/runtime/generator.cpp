@@ -1,0 +1,102 @@
+#include "runtime/generator.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+
+namespace rinfer {
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+Generator::Generator(Model& model, KVCache& kv) : model_(model), kv_(kv) {}
+Generator::~Generator() { reset(); }
+
+void Generator::reset() { kv_.release(blocks_); }
+
+int64_t Generator::context_limit(int64_t requested) const {
+  int64_t limit = std::min(model_.config().max_position_embeddings, kv_.capacity_tokens());
+  if (requested > 0) limit = std::min(limit, requested);
+  return limit;
+}
+
+GenerateResult Generator::generate(std::span<const int32_t> prompt, const GenerateOptions& opts,
+                                   const std::function<void(int32_t)>& on_token) {
+  RINFER_CHECK(!prompt.empty(), "the prompt is empty (no tokens, and no BOS to start from)");
+  RINFER_CHECK(opts.max_new_tokens >= 0, "--max-new-tokens must be >= 0");
+  const int64_t vocab = model_.config().vocab_size;
+  for (int32_t id : prompt)
+    RINFER_CHECK(id >= 0 && id < vocab, "token id ", id, " is outside the vocabulary [0, ", vocab, ")");
+  const int64_t ctx = context_limit(opts.max_context);
+  RINFER_CHECK(int64_t(prompt.size()) <= ctx, "prompt of ", prompt.size(), " tokens is longer than the context of ",
+               ctx, " tokens");
+  reset();
+  Sampler sampler(opts.sampling);
+  GenerateResult res;
+  std::vector<int32_t> history(prompt.begin(), prompt.end());
+  logits_.resize(size_t(vocab));
+  auto t0 = std::chrono::steady_clock::now();
+  kv_.reserve(blocks_, int64_t(prompt.size()));
+  BatchItem item{prompt, 0, blocks_, false};
+  model_.forward({&item, 1}, kv_, logits_.data());
+  res.prefill_s = seconds_since(t0);
+  int64_t pos = int64_t(prompt.size());
+  res.stop_reason = "length";
+  auto t_decode = std::chrono::steady_clock::now();
+  for (int64_t step = 0; step < opts.max_new_tokens; ++step) {
+    // The token sampled now sits at position `pos`; it must fit the context.
+    if (pos >= ctx) {
+      res.stop_reason = "context";
+      break;
+    }
+    if (step > 0) {
+      kv_.reserve(blocks_, pos);
+      const int32_t last = res.output_ids.back();
+      BatchItem next{{&last, 1}, pos - 1, blocks_, false};
+      model_.forward({&next, 1}, kv_, logits_.data());
+      ++res.n_decode_steps;
+    }
+    int32_t id = sampler.sample(logits_.data(), vocab, history);
+    if (step == 0) {
+      res.ttft_s = seconds_since(t0);
+      t_decode = std::chrono::steady_clock::now();
+    }
+    res.output_ids.push_back(id);
+    history.push_back(id);
+    if (on_token) on_token(id);
+    if (std::find(opts.stop_ids.begin(), opts.stop_ids.end(), id) != opts.stop_ids.end()) {
+      res.stop_reason = "eos";
+      break;
+    }
+    ++pos;
+  }
+  res.decode_s = seconds_since(t_decode);
+  reset();
+  return res;
+}
+
+void Generator::score(std::span<const int32_t> prompt, std::span<const int32_t> forced,
+                      std::vector<float>& prompt_logits, std::vector<float>& step_logits) {
+  const int64_t vocab = model_.config().vocab_size;
+  const int64_t n = int64_t(prompt.size());
+  RINFER_CHECK(n > 0, "score: empty prompt");
+  RINFER_CHECK(n + int64_t(forced.size()) <= context_limit(), "score: sequence longer than the context");
+  reset();
+  kv_.reserve(blocks_, n);
+  prompt_logits.resize(size_t(n * vocab));
+  BatchItem item{prompt, 0, blocks_, true};
+  model_.forward({&item, 1}, kv_, prompt_logits.data());
+  step_logits.resize(forced.size() * size_t(vocab));
+  for (size_t i = 0; i < forced.size(); ++i) {
+    kv_.reserve(blocks_, n + int64_t(i) + 1);
+    BatchItem next{forced.subspan(i, 1), n + int64_t(i), blocks_, false};
+    model_.forward({&next, 1}, kv_, step_logits.data() + i * size_t(vocab));
+  }
+  reset();
+}
+
+}  // namespace rinfer

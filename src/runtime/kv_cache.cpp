@@ -1,0 +1,60 @@
+#include "runtime/kv_cache.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace rinfer {
+
+KVCache::KVCache(const KVCacheShape& shape, const KVCacheOptions& opts) : shape_(shape), opts_(opts) {
+  RINFER_CHECK(opts.block_size > 0, "--block-size must be positive, got ", opts.block_size);
+  RINFER_CHECK(opts.n_blocks > 0, "KV cache needs at least one block");
+  RINFER_CHECK(opts.dtype == DType::F32 || opts.dtype == DType::F16 || opts.dtype == DType::BF16,
+               "KV cache dtype must be f32, f16 or bf16, got ", dtype_user_name(opts.dtype));
+  layer_bytes_ = size_t(opts.n_blocks) * opts.block_size * shape.n_kv_heads * shape.head_dim * dtype_size(opts.dtype);
+  // Preallocated and touched once, so the first request does not pay page faults.
+  storage_ = Buffer(layer_bytes_ * 2 * shape.n_layers, /*zero=*/true);
+  std::memset(storage_.data(), 0, storage_.size());
+  free_.reserve(opts.n_blocks);
+  for (int64_t b = opts.n_blocks - 1; b >= 0; --b) free_.push_back(int32_t(b));
+}
+
+size_t KVCache::bytes_per_token() const {
+  return size_t(2 * shape_.n_layers * shape_.n_kv_heads * shape_.head_dim) * dtype_size(opts_.dtype);
+}
+
+kernels::cpu::PagedKV KVCache::layer(int64_t l) {
+  kernels::cpu::PagedKV kv;
+  auto* base = storage_.as<uint8_t>() + size_t(l) * 2 * layer_bytes_;
+  kv.k = base;
+  kv.v = base + layer_bytes_;
+  kv.dtype = opts_.dtype;
+  kv.block_size = opts_.block_size;
+  kv.n_kv_heads = int(shape_.n_kv_heads);
+  kv.head_dim = int(shape_.head_dim);
+  return kv;
+}
+
+bool KVCache::can_reserve(const std::vector<int32_t>& table, int64_t n_tokens) const {
+  int64_t need = blocks_for_tokens(n_tokens, opts_.block_size) - int64_t(table.size());
+  return need <= int64_t(free_.size());
+}
+
+void KVCache::reserve(std::vector<int32_t>& table, int64_t n_tokens) {
+  int64_t need = blocks_for_tokens(n_tokens, opts_.block_size) - int64_t(table.size());
+  if (need <= 0) return;
+  RINFER_CHECK(need <= int64_t(free_.size()), "KV cache is full: ", n_tokens, " tokens need ", need,
+               " more blocks of ", opts_.block_size, " but only ", free_.size(), " of ", opts_.n_blocks,
+               " are free (raise --kv-cache-tokens)");
+  for (int64_t i = 0; i < need; ++i) {
+    table.push_back(free_.back());
+    free_.pop_back();
+  }
+}
+
+void KVCache::release(std::vector<int32_t>& table) {
+  for (auto b : table) free_.push_back(b);
+  table.clear();
+}
+
+}  // namespace rinfer

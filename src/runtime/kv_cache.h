@@ -1,0 +1,60 @@
+#pragma once
+// Paged KV cache: one preallocated pool of fixed-size blocks per layer (K and
+// V separately), each block [block_size][n_kv_heads][head_dim]. A sequence
+// owns a list of block ids (its block table); blocks are handed out and
+// returned by a free list, so sequences of any length share one pool and
+// nothing is allocated while generating.
+#include <cstdint>
+#include <vector>
+
+#include "core/buffer.h"
+#include "core/dtype.h"
+#include "kernels/cpu/ops.h"
+
+namespace rinfer {
+
+struct KVCacheShape {
+  int64_t n_layers = 0;
+  int64_t n_kv_heads = 0;
+  int64_t head_dim = 0;
+};
+
+struct KVCacheOptions {
+  int block_size = 16;
+  int64_t n_blocks = 0;
+  DType dtype = DType::F32;
+};
+
+class KVCache {
+ public:
+  KVCache(const KVCacheShape& shape, const KVCacheOptions& opts);
+
+  kernels::cpu::PagedKV layer(int64_t l);
+  int block_size() const { return opts_.block_size; }
+  int64_t n_blocks() const { return opts_.n_blocks; }
+  int64_t n_free_blocks() const { return int64_t(free_.size()); }
+  int64_t capacity_tokens() const { return opts_.n_blocks * opts_.block_size; }
+  DType dtype() const { return opts_.dtype; }
+  size_t bytes() const { return storage_.size(); }
+  size_t bytes_per_token() const;
+
+  // Grow `table` so it covers n_tokens positions. Throws rinfer::Error when the
+  // pool is exhausted (leaving the table as it was).
+  void reserve(std::vector<int32_t>& table, int64_t n_tokens);
+  bool can_reserve(const std::vector<int32_t>& table, int64_t n_tokens) const;
+  // Return every block of the table to the pool and clear it.
+  void release(std::vector<int32_t>& table);
+
+  static int64_t blocks_for_tokens(int64_t n_tokens, int block_size) {
+    return (n_tokens + block_size - 1) / block_size;
+  }
+
+ private:
+  KVCacheShape shape_;
+  KVCacheOptions opts_;
+  size_t layer_bytes_ = 0;  // bytes of K (or V) for one layer
+  Buffer storage_;
+  std::vector<int32_t> free_;
+};
+
+}  // namespace rinfer

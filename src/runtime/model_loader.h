@@ -1,0 +1,31 @@
+#pragma once
+// Opens whatever --model points to: a converted rinfer directory
+// (model_desc.json) or a Hugging Face checkpoint directory, converted in
+// memory on the fly. Returns the runnable model and its tokenizer location.
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "convert/model_dir.h"
+#include "model/model.h"
+
+namespace rinfer {
+
+struct LoadOptions {
+  std::optional<DType> dtype;  // HF directories only; default: the checkpoint's own dtype
+  WeightLoadMode mode = WeightLoadMode::Copy;
+};
+
+struct LoadedModel {
+  std::string path;
+  std::string name;          // directory name, for reports
+  bool from_hf = false;
+  DType dtype = DType::F32;  // dtype of the weight matrices
+  ModelConfig config;
+  std::unique_ptr<WeightStore> weights;
+  std::unique_ptr<Model> model;
+};
+
+LoadedModel load_model(const std::string& path, const LoadOptions& opts, ThreadPool& pool);
+
+}  // namespace rinfer

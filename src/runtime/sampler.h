@@ -1,0 +1,38 @@
+#pragma once
+// Sampler: picks the next token from logits. temperature 0 is greedy (ties go
+// to the lowest id, as the references do); otherwise repetition penalty,
+// temperature, top-k, then top-p, then a draw from a seeded generator, so
+// the same seed gives the same text.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace rinfer {
+
+struct SamplingParams {
+  float temperature = 1.0f;
+  int32_t top_k = 0;          // 0: off
+  float top_p = 1.0f;         // 1: off
+  float repetition_penalty = 1.0f;  // 1: off (HF/CTRL rule: divide positive, multiply negative logits)
+  uint64_t seed = 0;
+
+  void validate() const;  // throws rinfer::Error on out-of-range values
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& p);
+  // logits is modified in place. history: the tokens the penalty applies to.
+  int32_t sample(float* logits, int64_t n_vocab, std::span<const int32_t> history);
+  static int32_t argmax(const float* logits, int64_t n);
+
+ private:
+  double uniform();  // [0, 1)
+  SamplingParams p_;
+  uint64_t state_;
+  std::vector<int32_t> idx_;
+  std::vector<float> probs_;
+  std::vector<uint8_t> seen_;
+};
+
+}  // namespace rinfer

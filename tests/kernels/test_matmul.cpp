@@ -1,0 +1,175 @@
+// matmul: every ISA the CPU supports against the scalar double-accumulating
+// reference, over odd shapes (both the decode GEMV and the prefill GEMM
+// regimes), all weight dtypes, bias / no bias, strided x and y, 1-3 threads.
+//
+// Error bound (rigorous for f32 accumulation, e.g. Higham's gamma_n):
+//   |y - ref| <= (K/8 + K/512 + 8) * 2^-24 * (sum_k |x_k * w_k| + |bias|) + 1e-30
+// K/8 terms are the longest chain of additions in one vector lane (8 lanes for
+// AVX2, 16 for AVX-512), K/512 the k-blocks added into y, 8 covers the lane
+// reduction tree, the bias add and the final rounding of the reference.
+// Weights are compared in their stored precision (the reference reads the same
+// F16/BF16 bits), so the dtype adds no error of its own.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "kernel_test_util.h"
+
+namespace rinfer::kernels::cpu::testing {
+namespace {
+
+ThreadPool& pool(int n) {
+  static std::unique_ptr<ThreadPool> pools[4];
+  if (!pools[n]) pools[n] = std::make_unique<ThreadPool>(n);
+  return *pools[n];
+}
+
+struct Case {
+  int64_t M, K, N;
+  DType dt;
+  bool bias;
+  int64_t ldx_pad = 0, ldy_pad = 0;
+};
+
+// Runs one shape for every ISA and thread count; returns the worst |err| / bound.
+double check_case(const Case& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int64_t ldx = c.K + c.ldx_pad, ldy = c.N + c.ldy_pad;
+  auto x = random_floats(rng, size_t(c.M * ldx));
+  TypedData w = make_typed(c.dt, random_floats(rng, size_t(c.N * c.K)));
+  auto bias = random_floats(rng, size_t(c.N));
+  const float* b = c.bias ? bias.data() : nullptr;
+
+  std::vector<float> ref(size_t(c.M * ldy), -7.0f);
+  reference::matmul(x.data(), c.M, c.K, ldx, w.data(), c.dt, c.N, b, ref.data(), ldy);
+  // the bound's scale: sum |x w| + |bias| per output
+  std::vector<double> mag(size_t(c.M * c.N));
+  for (int64_t m = 0; m < c.M; ++m)
+    for (int64_t n = 0; n < c.N; ++n) {
+      double s = b ? std::fabs(b[n]) : 0.0;
+      for (int64_t k = 0; k < c.K; ++k) s += std::fabs(double(x[m * ldx + k]) * w.values[n * c.K + k]);
+      mag[m * c.N + n] = s;
+    }
+  const double rel = (double(c.K) / 8 + double(c.K) / 512 + 8) * std::ldexp(1.0, -24);
+
+  double worst = 0;
+  for (Isa isa : supported_isas()) {
+    IsaScope scope(isa);
+    std::vector<float> first;
+    for (int threads : {1, 2, 3}) {
+      std::vector<float> y(size_t(c.M * ldy), -7.0f);  // -7 marks the gaps of a strided y
+      matmul(x.data(), c.M, c.K, ldx, w.data(), c.dt, c.N, b, y.data(), ldy, pool(threads));
+      for (int64_t m = 0; m < c.M; ++m) {
+        for (int64_t n = 0; n < c.N; ++n) {
+          const double err = std::fabs(double(y[m * ldy + n]) - ref[m * ldy + n]);
+          const double bound = rel * mag[m * c.N + n] + 1e-30;
+          worst = std::max(worst, err / bound);
+          if (!(err <= bound)) {
+            ADD_FAILURE() << isa_name(isa) << " " << dt_name(c.dt) << " M=" << c.M << " K=" << c.K << " N=" << c.N
+                          << " bias=" << c.bias << " threads=" << threads << " y[" << m << "," << n
+                          << "]=" << y[m * ldy + n] << " ref=" << ref[m * ldy + n] << " bound=" << bound;
+            return worst;
+          }
+        }
+        for (int64_t n = c.N; n < ldy; ++n)
+          if (y[m * ldy + n] != -7.0f) {
+            ADD_FAILURE() << "matmul wrote past N in row " << m;
+            return worst;
+          }
+      }
+      // The split over threads never changes the order of the additions.
+      if (first.empty())
+        first = y;
+      else if (first != y)
+        ADD_FAILURE() << isa_name(isa) << " " << dt_name(c.dt) << " M=" << c.M << " K=" << c.K << " N=" << c.N
+                      << ": result depends on the thread count";
+    }
+  }
+  return worst;
+}
+
+TEST(Matmul, OddShapesAllDtypesAllIsas) {
+  const int64_t Ks[] = {1, 3, 17, 63, 100, 4097};
+  const int64_t Ns[] = {1, 5, 31, 1000};
+  const int64_t Ms[] = {1, 2, 7, 33, 130};
+  uint32_t seed = 1;
+  double worst = 0;
+  int cases = 0;
+  for (DType dt : {DType::F32, DType::F16, DType::BF16})
+    for (int64_t K : Ks)
+      for (int64_t N : Ns)
+        for (int64_t M : Ms) {
+          // keep the double-precision reference affordable (also under ASan)
+          if (M * N * K > 6'000'000) continue;
+          for (bool bias : {false, true}) {
+            if (M * N * K > 600'000 && bias != ((K + N + M) % 2 == 0)) continue;  // one of the two for big ones
+            worst = std::max(worst, check_case({M, K, N, dt, bias}, seed++));
+            ++cases;
+            if (::testing::Test::HasFailure()) return;
+          }
+        }
+  std::printf("  %d shapes, worst error / bound = %.3g\n", cases, worst);
+}
+
+TEST(Matmul, LargeShapes) {
+  // the big corners of the grid above, once each
+  double worst = 0;
+  uint32_t seed = 1000;
+  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    worst = std::max(worst, check_case({7, 4097, 1000, dt, true}, seed++));
+    worst = std::max(worst, check_case({130, 4097, 31, dt, false}, seed++));
+    worst = std::max(worst, check_case({130, 100, 1000, dt, true}, seed++));
+    worst = std::max(worst, check_case({33, 1000, 257, dt, false}, seed++));
+  }
+  std::printf("  worst error / bound = %.3g\n", worst);
+}
+
+TEST(Matmul, StridedInputAndOutput) {
+  uint32_t seed = 2000;
+  for (DType dt : {DType::F32, DType::F16, DType::BF16})
+    for (int64_t M : {1, 3, 4, 5, 9, 40})
+      for (int64_t K : {17, 70})
+        check_case({M, K, 29, dt, true, /*ldx_pad=*/13, /*ldy_pad=*/7}, seed++);
+}
+
+TEST(Matmul, DecodeShapesRoundedBound) {
+  // Model-like shapes: the brief's ~1e-5 relative-to-magnitude requirement.
+  uint32_t seed = 3000;
+  for (DType dt : {DType::F32, DType::BF16})
+    for (int64_t M : {1, 4, 16}) {
+      Case c{M, 2048, 256, dt, false};
+      std::mt19937 rng(seed++);
+      auto x = random_floats(rng, size_t(M * c.K));
+      TypedData w = make_typed(dt, random_floats(rng, size_t(c.N * c.K)));
+      std::vector<float> ref(size_t(M * c.N)), y(size_t(M * c.N));
+      reference::matmul(x.data(), M, c.K, c.K, w.data(), dt, c.N, nullptr, ref.data(), c.N);
+      matmul(x.data(), M, c.K, c.K, w.data(), dt, c.N, nullptr, y.data(), c.N, pool(2));
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < c.N; ++n) {
+          double mag = 0;
+          for (int64_t k = 0; k < c.K; ++k) mag += std::fabs(double(x[m * c.K + k]) * w.values[n * c.K + k]);
+          ASSERT_LE(std::fabs(double(y[m * c.N + n]) - ref[m * c.N + n]), 1e-5 * mag + 1e-6);
+        }
+    }
+}
+
+TEST(Matmul, ZeroK) {
+  std::vector<float> bias = {1, 2, 3};
+  std::vector<float> y(6, -1);
+  std::vector<float> w;  // K = 0: no weights
+  float x = 0;
+  for (Isa isa : supported_isas()) {
+    IsaScope scope(isa);
+    matmul(&x, 2, 0, 0, w.data(), DType::F32, 3, bias.data(), y.data(), 3, pool(2));
+    EXPECT_EQ(y, (std::vector<float>{1, 2, 3, 1, 2, 3}));
+  }
+}
+
+TEST(Matmul, ForceIsaNeverExceedsTheCpu) {
+  force_isa(Isa::Avx512);
+  EXPECT_LE(int(active_isa()), int(best_isa()));
+  force_isa(best_isa());
+}
+
+}  // namespace
+}  // namespace rinfer::kernels::cpu::testing
