@@ -51,7 +51,8 @@ float top2_margin(const float* x, int64_t n) {
 
 struct RowStats {
   double max_abs = 0;
-  int rows = 0, agree = 0, checked = 0;  // checked: rows whose reference margin exceeds our error
+  int rows = 0, agree = 0;
+  int failures = 0;  // rows whose argmax differs although the reference margin exceeds twice our error
 };
 
 // Compare one row; in exact mode every argmax must agree, otherwise only
@@ -61,13 +62,9 @@ void compare_row(const float* ours, const float* ref, int64_t n, bool exact, Row
   for (int64_t i = 0; i < n; ++i) err = std::max(err, double(std::fabs(ours[i] - ref[i])));
   st.max_abs = std::max(st.max_abs, err);
   ++st.rows;
-  bool same = argmax(ours, n) == argmax(ref, n);
-  if (exact || top2_margin(ref, n) > 2 * err) {
-    ++st.checked;
-    if (same) ++st.agree;
-  } else if (same) {
-    ++st.agree;
-  }
+  const bool same = argmax(ours, n) == argmax(ref, n);
+  if (same) ++st.agree;
+  if (!same && (exact || top2_margin(ref, n) > 2 * err)) ++st.failures;
 }
 
 }  // namespace
@@ -139,17 +136,20 @@ Runner add_validate(CLI::App& app) {
       // In top-1 mode the free run may leave the reference path only at a step
       // whose reference margin is within our error.
       bool greedy_ok = same_prefix == greedy.size();
-      if (!exact && !greedy_ok) {
-        const float* row = ref_steps.data() + same_prefix * V;
-        greedy_ok = top2_margin(row, V) <= 2 * std::max(prompt_st.max_abs, step_st.max_abs);
+      float divergence_margin = 0;
+      if (!greedy_ok) {
+        divergence_margin = top2_margin(ref_steps.data() + same_prefix * V, V);
+        if (!exact) greedy_ok = divergence_margin <= 2 * std::max(prompt_st.max_abs, step_st.max_abs);
       }
       const double max_abs = std::max(prompt_st.max_abs, step_st.max_abs);
-      const bool ok = max_abs <= atol && prompt_st.agree == prompt_st.rows && step_st.agree == step_st.rows &&
-                      greedy_ok;
+      const bool ok = max_abs <= atol && prompt_st.failures == 0 && step_st.failures == 0 && greedy_ok;
       all_ok = all_ok && ok;
       std::printf("  %-8s max|dlogit| prompt %.2e steps %.2e  top-1 agree %d/%d prompt %d/%d steps  greedy %zu/%zu  %s\n",
                   p.at("name").get<std::string>().c_str(), prompt_st.max_abs, step_st.max_abs, prompt_st.agree,
                   prompt_st.rows, step_st.agree, step_st.rows, same_prefix, greedy.size(), ok ? "OK" : "FAIL");
+      if (same_prefix < greedy.size())
+        std::printf("           greedy left the reference at step %zu, where the reference top-1 margin is %.3g%s\n",
+                    same_prefix, divergence_margin, greedy_ok ? " (within our error: allowed)" : "");
       report.push_back({{"name", p.at("name")},
                         {"prompt_max_abs", prompt_st.max_abs},
                         {"steps_max_abs", step_st.max_abs},

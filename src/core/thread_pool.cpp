@@ -3,12 +3,28 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <chrono>
 
 namespace rinfer {
 
 namespace {
-constexpr int kSpinIterations = 200000;  // ~ a few hundred microseconds
+// How long an idle worker spins before sleeping. Long enough to bridge the
+// gap between the jobs of one forward pass, short enough not to steal a core
+// from other processes (or from the caller when cores are oversubscribed).
+constexpr auto kSpinTime = std::chrono::microseconds(100);
+
+template <typename Pred>
+bool spin_until(Pred done) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpinTime;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      _mm_pause();
+    }
+    if (std::chrono::steady_clock::now() > deadline) return done();
+  }
 }
+}  // namespace
 
 int ThreadPool::hardware_threads() {
   unsigned n = std::thread::hardware_concurrency();
@@ -40,12 +56,7 @@ void ThreadPool::work(int thread) {
 void ThreadPool::worker_loop(int thread) {
   uint64_t seen = 0;
   for (;;) {
-    int spins = 0;
-    while (generation_.load(std::memory_order_acquire) == seen && spins < kSpinIterations) {
-      _mm_pause();
-      ++spins;
-    }
-    if (generation_.load(std::memory_order_acquire) == seen) {
+    if (!spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; })) {
       std::unique_lock<std::mutex> lock(mutex_);
       cv_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
     }
@@ -73,7 +84,9 @@ void ThreadPool::run(int64_t n_tasks, const TaskFn& fn) {
   }
   cv_.notify_all();
   work(0);
-  while (pending_workers_.load(std::memory_order_acquire) != 0) _mm_pause();
+  // Workers finish within microseconds unless descheduled; then yield the core.
+  while (!spin_until([&] { return pending_workers_.load(std::memory_order_acquire) == 0; }))
+    std::this_thread::yield();
   fn_ = nullptr;
 }
 

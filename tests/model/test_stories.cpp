@@ -14,7 +14,7 @@ namespace {
 class Stories : public ::testing::Test {
  protected:
   void SetUp() override {
-    pool_ = std::make_unique<ThreadPool>(2);
+    pool_ = std::make_unique<ThreadPool>(1);  // 260K parameters: threads would only add sync cost
     lm_ = load_model(test::testdata("stories260K/hf").string(), {}, *pool_);
     KVCacheOptions ko;
     ko.n_blocks = 32;  // 512 positions

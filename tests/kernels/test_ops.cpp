@@ -1,0 +1,252 @@
+// Element-wise ops, rope, softmax and paged attention: every ISA the CPU
+// supports against the scalar reference. Bounds are stated per test, as
+// multiples of the f32 unit roundoff u = 2^-24 relative to the magnitudes
+// involved.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "kernel_test_util.h"
+
+namespace rinfer::kernels::cpu::testing {
+namespace {
+
+const double u = std::ldexp(1.0, -24);
+
+TEST(Rmsnorm, MatchesReference) {
+  // |y - ref| <= 8u * |ref| + 1e-30: the sum of squares is in double in every
+  // implementation, so only the last products round differently.
+  std::mt19937 rng(1);
+  for (int64_t n : {1, 3, 17, 100, 2048, 4097}) {
+    auto x = random_floats(rng, size_t(n), -3, 3);
+    auto w = random_floats(rng, size_t(n), 0.5f, 1.5f);
+    std::vector<float> ref(static_cast<size_t>(n));
+    reference::rmsnorm(x.data(), w.data(), n, 1e-5f, ref.data());
+    for (Isa isa : supported_isas()) {
+      IsaScope scope(isa);
+      std::vector<float> y(static_cast<size_t>(n));
+      rmsnorm(x.data(), w.data(), n, 1e-5f, y.data());
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_LE(std::fabs(y[i] - ref[i]), 8 * u * std::fabs(ref[i]) + 1e-30) << isa_name(isa) << " n=" << n;
+      // in place
+      std::vector<float> z = x;
+      rmsnorm(z.data(), w.data(), n, 1e-5f, z.data());
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(z[i], y[i]) << isa_name(isa) << " in place, n=" << n;
+    }
+  }
+}
+
+TEST(Rope, BothStylesPartialRotationAndMscale) {
+  // cos/sin come from the same libm calls as the reference, so each output is
+  // the same two products and one sum: |y - ref| <= 4u * (|x0| + |x1|) * mscale.
+  std::mt19937 rng(2);
+  struct Shape {
+    int n_heads, head_dim, rot_dim;
+  };
+  const Shape shapes[] = {{1, 8, 8}, {3, 8, 4}, {2, 64, 64}, {5, 64, 32}, {4, 80, 20},
+                          {2, 128, 128}, {3, 128, 64}, {1, 256, 256}, {2, 96, 2}, {1, 576, 512}};
+  for (RopeStyle style : {RopeStyle::RotateHalf, RopeStyle::Interleaved})
+    for (const Shape& s : shapes)
+      for (int64_t pos : {0, 1, 17, 4095, 100000})
+        for (float mscale : {1.0f, 1.25f}) {
+          std::vector<float> inv(static_cast<size_t>(s.rot_dim / 2));
+          for (int i = 0; i < s.rot_dim / 2; ++i) inv[i] = std::pow(10000.0f, -2.0f * i / s.rot_dim);
+          auto x = random_floats(rng, size_t(s.n_heads * s.head_dim), -2, 2);
+          std::vector<float> ref = x;
+          reference::rope(ref.data(), s.n_heads, s.head_dim, s.rot_dim, pos, inv.data(), style, mscale);
+          for (Isa isa : supported_isas()) {
+            IsaScope scope(isa);
+            std::vector<float> y = x;
+            rope(y.data(), s.n_heads, s.head_dim, s.rot_dim, pos, inv.data(), style, mscale);
+            for (int h = 0; h < s.n_heads; ++h)
+              for (int d = 0; d < s.head_dim; ++d) {
+                const int64_t i = int64_t(h) * s.head_dim + d;
+                if (d >= s.rot_dim) {
+                  ASSERT_EQ(y[i], x[i]) << "rope touched an unrotated value";
+                  continue;
+                }
+                // partner of d in its pair
+                int half = s.rot_dim / 2;
+                int p = style == RopeStyle::RotateHalf ? (d < half ? d + half : d - half) : (d ^ 1);
+                double bound = 4 * u * (std::fabs(x[i]) + std::fabs(x[h * s.head_dim + p])) * mscale + 1e-30;
+                ASSERT_LE(std::fabs(y[i] - ref[i]), bound)
+                    << isa_name(isa) << " style=" << int(style) << " hd=" << s.head_dim << " rot=" << s.rot_dim
+                    << " pos=" << pos << " d=" << d;
+              }
+          }
+        }
+}
+
+TEST(SiluMul, MatchesReferenceIncludingExtremes) {
+  // exp is a polynomial approximation (<= 2-3 ulp), then one add, one divide
+  // and one multiply: |y - ref| <= 8u * |ref| + 1e-38.
+  std::mt19937 rng(3);
+  for (int64_t n : {1, 3, 16, 17, 100, 5632, 4097}) {
+    auto g = random_floats(rng, size_t(n), -20, 20);
+    auto up = random_floats(rng, size_t(n), -3, 3);
+    const float specials[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 88.0f, -88.0f, 88.8f, -88.8f, 100.0f, -100.0f,
+                              103.0f, -103.0f, 200.0f, -200.0f, 1e30f, -1e30f};
+    for (size_t i = 0; i < std::size(specials) && i < size_t(n); ++i) g[i * 7 % n] = specials[i];
+    std::vector<float> ref(static_cast<size_t>(n));
+    reference::silu_mul(g.data(), up.data(), ref.data(), n);
+    for (Isa isa : supported_isas()) {
+      IsaScope scope(isa);
+      std::vector<float> y(static_cast<size_t>(n));
+      silu_mul(g.data(), up.data(), y.data(), n);
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_LE(std::fabs(y[i] - ref[i]), 8 * u * std::fabs(ref[i]) + 1e-38)
+            << isa_name(isa) << " gate=" << g[i] << " up=" << up[i] << " y=" << y[i] << " ref=" << ref[i];
+      // out aliasing gate
+      std::vector<float> a = g;
+      silu_mul(a.data(), up.data(), a.data(), n);
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(a[i], y[i]);
+    }
+  }
+}
+
+TEST(AddInplace, Exact) {
+  std::mt19937 rng(4);
+  for (int64_t n : {1, 7, 8, 31, 32, 33, 1000}) {
+    auto y0 = random_floats(rng, size_t(n)), x = random_floats(rng, size_t(n));
+    std::vector<float> ref = y0;
+    reference::add_inplace(ref.data(), x.data(), n);
+    for (Isa isa : supported_isas()) {
+      IsaScope scope(isa);
+      std::vector<float> y = y0;
+      add_inplace(y.data(), x.data(), n);
+      ASSERT_EQ(y, ref) << isa_name(isa) << " n=" << n;
+    }
+  }
+}
+
+TEST(Softmax, MatchesReference) {
+  // |y - ref| <= 8u * ref + 1e-38 (exp <= 3 ulp, sum in double, one multiply)
+  std::mt19937 rng(5);
+  for (int64_t n : {1, 2, 7, 16, 17, 100, 1000, 32000})
+    for (float spread : {1.0f, 30.0f, 1000.0f}) {
+      auto x = random_floats(rng, size_t(n), -spread, spread);
+      if (n > 3) x[n / 2] = -INFINITY;  // a masked-out position
+      for (auto& v : x) v += 5000.0f * (spread == 1000.0f);  // large offset: needs the max shift
+      std::vector<float> ref = x;
+      reference::softmax(ref.data(), n);
+      for (Isa isa : supported_isas()) {
+        IsaScope scope(isa);
+        std::vector<float> y = x;
+        softmax(y.data(), n);
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_LE(std::fabs(y[i] - ref[i]), 8 * u * ref[i] + 1e-38)
+              << isa_name(isa) << " n=" << n << " i=" << i << " y=" << y[i] << " ref=" << ref[i];
+      }
+    }
+}
+
+// ---------------------------------------------------------------- paged attention
+struct AttnCase {
+  int head_dim, n_kv_heads, block_size;
+  int64_t n_ctx;
+  DType dt;
+  float alibi;
+  float q_scale;
+};
+
+void check_attention(const AttnCase& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int64_t n_blocks_used = (c.n_ctx + c.block_size - 1) / c.block_size;
+  const int64_t pool_blocks = n_blocks_used + 3;  // some blocks belong to nobody
+  const int64_t per_block = int64_t(c.block_size) * c.n_kv_heads * c.head_dim;
+  TypedData k = make_typed(c.dt, random_floats(rng, size_t(pool_blocks * per_block)));
+  TypedData v = make_typed(c.dt, random_floats(rng, size_t(pool_blocks * per_block)));
+  std::vector<int32_t> order(static_cast<size_t>(pool_blocks));
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<int32_t> table(order.begin(), order.begin() + n_blocks_used);
+  PagedKV kv;
+  kv.k = k.data();
+  kv.v = v.data();
+  kv.dtype = c.dt;
+  kv.block_size = c.block_size;
+  kv.n_kv_heads = c.n_kv_heads;
+  kv.head_dim = c.head_dim;
+  const float scale = 1.0f / std::sqrt(float(c.head_dim));
+  for (int kv_head = 0; kv_head < c.n_kv_heads; ++kv_head) {
+    auto q = random_floats(rng, size_t(c.head_dim), -c.q_scale, c.q_scale);
+    std::vector<float> ref(static_cast<size_t>(c.head_dim)), scratch(size_t(c.n_ctx));
+    reference::attention_head(q.data(), kv, kv_head, table.data(), c.n_ctx, scale, c.alibi, ref.data(),
+                              scratch.data());
+    // Bound: an error e in a score changes the output by at most e * max|V|
+    // (|V| <= 1 here); scores carry (head_dim/8 + 8) u * scale * sum|q k| from
+    // the dot, the softmax ~8u relative, the V sum (n_ctx/2 + 4) u.
+    double qk = 0;
+    for (int d = 0; d < c.head_dim; ++d) qk += std::fabs(q[d]);
+    const double score_err = (c.head_dim / 8.0 + 8) * u * scale * qk + 4 * u * std::fabs(c.alibi) * c.n_ctx;
+    const double bound = 2 * score_err + 16 * u + (c.n_ctx / 2.0 + 4) * u;
+    for (Isa isa : supported_isas()) {
+      IsaScope scope(isa);
+      std::vector<float> out(size_t(c.head_dim), 123.0f), s2(size_t(c.n_ctx));
+      attention_head(q.data(), kv, kv_head, table.data(), c.n_ctx, scale, c.alibi, out.data(), s2.data());
+      for (int d = 0; d < c.head_dim; ++d)
+        ASSERT_LE(std::fabs(out[d] - ref[d]), bound)
+            << isa_name(isa) << " " << dt_name(c.dt) << " hd=" << c.head_dim << " kvh=" << kv_head << "/"
+            << c.n_kv_heads << " bs=" << c.block_size << " n_ctx=" << c.n_ctx << " alibi=" << c.alibi << " d=" << d;
+    }
+  }
+}
+
+TEST(Attention, PagedAllKvDtypes) {
+  uint32_t seed = 100;
+  for (DType dt : {DType::F32, DType::F16, DType::BF16})
+    for (int hd : {8, 16, 24, 64, 80, 128, 200, 256})
+      for (int64_t n_ctx : {1, 2, 5, 15, 16, 17, 100, 300}) {
+        const int kvh = hd <= 24 ? 3 : hd == 64 ? 2 : 1;
+        check_attention({hd, kvh, 16, n_ctx, dt, 0.0f, 1.0f}, seed++);
+        if (::testing::Test::HasFailure()) return;
+      }
+}
+
+TEST(Attention, AlibiOddBlockSizesAndPeakedScores) {
+  uint32_t seed = 500;
+  for (DType dt : {DType::F32, DType::F16, DType::BF16})
+    for (int bs : {1, 3, 7, 16, 32})
+      for (int64_t n_ctx : {1, 4, 33, 257}) {
+        check_attention({8, 2, bs, n_ctx, dt, 0.0625f, 1.0f}, seed++);
+        check_attention({64, 1, bs, n_ctx, dt, -0.5f, 1.0f}, seed++);
+        check_attention({40, 2, bs, n_ctx, dt, 0.0f, 12.0f}, seed++);  // large scores: near one-hot softmax
+        if (::testing::Test::HasFailure()) return;
+      }
+}
+
+TEST(StoreKv, MatchesScalarConversionBitForBit) {
+  // every f16 value, random bit patterns (incl. NaN/inf/denormals) and ties
+  std::vector<float> vals;
+  for (uint32_t h = 0; h < 65536; ++h) vals.push_back(f16_to_f32(uint16_t(h)));
+  std::mt19937 rng(7);
+  for (int i = 0; i < 65536; ++i) vals.push_back(f32_from_bits(uint32_t(rng())));
+  for (uint32_t b : {0x3f808000u, 0x3f818000u, 0x7f7f8000u, 0xff7f8000u, 0x3f800001u, 0x7f800000u, 0x7fc00000u,
+                     0xffc00001u, 0x00008000u, 0x38800000u, 0x387fc000u, 0x33000000u, 0x477ff000u, 0x477fefffu})
+    vals.push_back(f32_from_bits(b));
+  while (vals.size() % 12) vals.push_back(0.5f);
+  PagedKV kv;
+  kv.n_kv_heads = 3;
+  kv.head_dim = 4;  // 12 values per token
+  kv.block_size = 16;
+  const int64_t n = int64_t(vals.size()), tokens = n / 12;
+  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    const size_t esz = dtype_size(dt);
+    std::vector<uint8_t> want(size_t(n) * esz);
+    convert_from_f32(dt, vals.data(), want.data(), size_t(n));
+    for (Isa isa : supported_isas()) {
+      IsaScope scope(isa);
+      std::vector<uint8_t> kc(size_t(n) * esz), vc(size_t(n) * esz);
+      kv.k = kc.data();
+      kv.v = vc.data();
+      kv.dtype = dt;
+      for (int64_t t = 0; t < tokens; ++t) store_kv(kv, t, vals.data() + t * 12, vals.data() + t * 12);
+      ASSERT_EQ(std::memcmp(kc.data(), want.data(), want.size()), 0) << isa_name(isa) << " " << dt_name(dt);
+      ASSERT_EQ(std::memcmp(vc.data(), want.data(), want.size()), 0) << isa_name(isa) << " " << dt_name(dt);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rinfer::kernels::cpu::testing
