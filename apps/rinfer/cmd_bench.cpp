@@ -45,12 +45,12 @@ Runner add_bench(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("bench", "Measure TTFT, prefill and decode speed and memory");
   cmd->add_option("--model,-m", o->model, "rinfer model directory or Hugging Face checkpoint directory")->required();
-  cmd->add_option("--prompt-len", o->prompt_len, "Prompt tokens")->check(CLI::PositiveNumber);
-  cmd->add_option("--gen-len", o->gen_len, "Generated tokens per sample")->check(CLI::PositiveNumber);
-  cmd->add_option("--samples", o->samples, "Measured runs")->check(CLI::PositiveNumber);
-  cmd->add_option("--warmup", o->warmup, "Unmeasured runs first")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--prompt-len", o->prompt_len, "Prompt tokens")->check(integer_in(1));
+  cmd->add_option("--gen-len", o->gen_len, "Generated tokens per sample")->check(integer_in(1));
+  cmd->add_option("--samples", o->samples, "Measured runs")->check(integer_in(1, INT32_MAX));
+  cmd->add_option("--warmup", o->warmup, "Unmeasured runs first")->check(integer_in(0, INT32_MAX));
   cmd->add_option("--mem-bw", o->mem_bw, "Memory read bandwidth in GB/s (e.g. from membw.c) for the roofline ratio")
-      ->check(CLI::PositiveNumber);
+      ->check(number_in(0, INFINITY, /*min_exclusive=*/true));
   cmd->add_option("--json", o->json_out, "Write the results as JSON to this file");
   add_runtime_options(cmd, o->rt);
   return [o]() -> int {

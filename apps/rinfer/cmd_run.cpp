@@ -1,5 +1,6 @@
 // rinfer run: generate text from a prompt (text or token ids).
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <random>
 
@@ -32,25 +33,34 @@ Runner add_run(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Generate text from a prompt");
   cmd->add_option("--model,-m", o->model, "rinfer model directory or Hugging Face checkpoint directory")->required();
   auto* p = cmd->add_option("--prompt,-p", o->prompt, "Prompt text (BOS added as the tokenizer config says)");
-  cmd->add_option("--prompt-ids", o->prompt_ids, "Prompt as comma-separated token ids, used as given")->excludes(p);
-  cmd->add_option("--max-new-tokens,-n", o->max_new_tokens, "Tokens to generate at most")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--temperature,-t", o->temperature, "0 = greedy")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-k", o->top_k, "Keep the k most likely tokens (0 = off)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-p", o->top_p, "Nucleus sampling mass in (0, 1]")->check(CLI::Range(0.0, 1.0));
+  auto* ids_opt =
+      cmd->add_option("--prompt-ids", o->prompt_ids, "Prompt as comma-separated token ids, used as given")->excludes(p);
+  cmd->add_option("--max-new-tokens,-n", o->max_new_tokens, "Tokens to generate at most")->check(integer_in(0));
+  cmd->add_option("--temperature,-t", o->temperature, "0 = greedy")->check(number_in(0, INFINITY));
+  cmd->add_option("--top-k", o->top_k, "Keep the k most likely tokens (0 = off)")->check(integer_in(0, INT32_MAX));
+  cmd->add_option("--top-p", o->top_p, "Nucleus sampling mass in (0, 1]")->check(number_in(0, 1, /*min_exclusive=*/true));
   cmd->add_option("--repetition-penalty", o->repetition_penalty, "HF-style penalty (1 = off)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--seed", o->seed, "Random seed (default: random)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--max-model-len", o->max_model_len, "Limit prompt + output tokens")->check(CLI::NonNegativeNumber);
+      ->check(number_in(0, INFINITY, /*min_exclusive=*/true));
+  cmd->add_option("--seed", o->seed, "Random seed (default: random)")->check(integer_in(0));
+  cmd->add_option("--max-model-len", o->max_model_len, "Limit prompt + output tokens")->check(integer_in(0));
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at EOS");
   cmd->add_flag("--json", o->json, "Print one JSON object (prompt_ids, output_ids, text, timings)");
   add_runtime_options(cmd, o->rt);
-  return [o]() -> int {
-    const bool use_text = o->prompt_ids.empty();
+  return [o, ids_opt]() -> int {
+    const bool use_text = ids_opt->count() == 0;
+    // Checked before loading the model: a typo fails at once.
+    std::vector<int32_t> prompt;
+    if (!use_text) {
+      prompt = parse_ids(o->prompt_ids);
+      RINFER_CHECK(!prompt.empty(), "--prompt-ids: no token ids given");
+    }
     auto s = open_session(o->model, o->rt, /*need_tokenizer=*/true);
     const auto& cfg = s->lm.config;
-    std::vector<int32_t> prompt =
-        use_text ? s->tokenizer->encode(o->prompt, /*add_special=*/true) : parse_ids(o->prompt_ids);
-    if (prompt.empty() && cfg.bos_token_id >= 0) prompt.push_back(cfg.bos_token_id);
+    if (use_text) {
+      prompt = s->tokenizer->encode(o->prompt, /*add_special=*/true);
+      // An empty prompt without a tokenizer BOS: start from the model's BOS.
+      if (prompt.empty() && cfg.bos_token_id >= 0) prompt.push_back(cfg.bos_token_id);
+    }
     GenerateOptions go;
     go.max_new_tokens = o->max_new_tokens;
     go.max_context = o->max_model_len;
@@ -66,6 +76,7 @@ Runner add_run(CLI::App& app) {
         go.stop_ids.push_back(tok_eos);
     }
     Generator gen(*s->lm.model, *s->kv);
+    gen.check_request(prompt, go);  // fail before the prompt is echoed
     GenerateResult r;
     if (o->json) {
       r = gen.generate(prompt, go);

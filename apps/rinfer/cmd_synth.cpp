@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "common.h"
 #include "convert/synth.h"
 #include "core/error.h"
 
@@ -19,7 +20,7 @@ Runner add_synth(CLI::App& app) {
   cmd->add_option("--preset", o->so.preset, "tiny, tinyllama-1.1b, llama-7b, qwen2.5-0.5b");
   cmd->add_option("--out,-o", o->so.out, "Output directory (must not exist)");
   cmd->add_option("--dtype", o->dtype, "f32, f16, bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
-  cmd->add_option("--seed", o->so.seed, "Random seed")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--seed", o->so.seed, "Random seed")->check(integer_in(0));
   cmd->add_flag("--list", o->list, "List the presets");
   return [o]() -> int {
     if (o->list) {

@@ -81,7 +81,7 @@ Runner add_validate(CLI::App& app) {
   cmd->add_option("--model,-m", o->model, "Model to check (default: the golden folder's hf/)");
   cmd->add_option("--atol", o->atol,
                   "Max |logit - reference| allowed (default: manifest's f32 bound for f32 runs; 0.15 bf16, 0.02 f16)")
-      ->check(CLI::PositiveNumber);
+      ->check(number_in(0, INFINITY, /*min_exclusive=*/true));
   cmd->add_option("--json", o->json_out, "Write per-case results to this JSON file");
   add_runtime_options(cmd, o->rt);
   return [o]() -> int {

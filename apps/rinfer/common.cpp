@@ -1,19 +1,53 @@
 #include "common.h"
 
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 
 #include "core/error.h"
 
 namespace rinfer::cli {
 
+CLI::Validator integer_in(int64_t min, int64_t max) {
+  const std::string range =
+      max == INT64_MAX ? str("an integer >= ", min) : str("an integer in [", min, ", ", max, "]");
+  return CLI::Validator(
+      [=](std::string& s) -> std::string {
+        int64_t v = 0;
+        auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (ec != std::errc() || p != s.data() + s.size() || v < min || v > max)
+          return str("must be ", range, ", got \"", s, "\"");
+        return "";
+      },
+      max == INT64_MAX ? str(">= ", min) : str("in [", min, ", ", max, "]"));
+}
+
+CLI::Validator number_in(double min, double max, bool min_exclusive) {
+  const std::string range = std::isinf(max) ? str(min_exclusive ? "> " : ">= ", min)
+                                            : str("in ", min_exclusive ? "(" : "[", min, ", ", max, "]");
+  return CLI::Validator(
+      [=](std::string& s) -> std::string {
+        char* end = nullptr;
+        const double v = s.empty() ? NAN : std::strtod(s.c_str(), &end);
+        const bool ok = !s.empty() && end == s.c_str() + s.size() && std::isfinite(v) &&
+                        (min_exclusive ? v > min : v >= min) && v <= max;
+        return ok ? "" : str("must be a number ", range, ", got \"", s, "\"");
+      },
+      range);
+}
+
 void add_runtime_options(CLI::App* cmd, RuntimeOptions& o) {
-  cmd->add_option("--threads", o.threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  // More threads than hardware threads only make the workers wait on each
+  // other (a decode step is hundreds of short parallel jobs).
+  const int hw = ThreadPool::hardware_threads();
+  cmd->add_option("--threads", o.threads, str("Threads, at most ", hw, " here (default 0: all hardware threads)"))
+      ->check(integer_in(0, hw));
   cmd->add_option("--kv-cache-tokens", o.kv_cache_tokens,
                   "KV cache capacity in tokens, preallocated (default: min(max positions, 4096))")
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_in(0));
   cmd->add_option("--kv-cache-dtype", o.kv_cache_dtype, "KV cache dtype: auto (follows the weights), f32, f16, bf16")
       ->check(CLI::IsMember({"auto", "f32", "f16", "bf16"}));
-  cmd->add_option("--block-size", o.block_size, "KV cache block size in tokens")->check(CLI::PositiveNumber);
+  cmd->add_option("--block-size", o.block_size, "KV cache block size in tokens")->check(integer_in(1, INT32_MAX));
   cmd->add_option("--dtype", o.dtype, "For a Hugging Face --model: convert weights in memory to auto|f32|f16|bf16")
       ->check(CLI::IsMember({"auto", "f32", "f16", "bf16"}));
   cmd->add_option("--weights", o.weights,

@@ -25,6 +25,12 @@ struct RuntimeOptions {
 
 void add_runtime_options(CLI::App* cmd, RuntimeOptions& o);
 
+// Option checks with plain one-line messages ("must be an integer >= 0, got
+// \"-3\""). CLI11's NonNegativeNumber & co. print their bound as a 300-digit
+// number, call "abc" out of range, and let nan and integer overflow through.
+CLI::Validator integer_in(int64_t min, int64_t max = INT64_MAX);
+CLI::Validator number_in(double min, double max, bool min_exclusive = false);
+
 struct Session {
   std::unique_ptr<ThreadPool> pool;
   LoadedModel lm;

@@ -1,4 +1,5 @@
 // rinfer: convert, run, validate and benchmark Hugging Face LLMs on CPU.
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <map>
@@ -6,6 +7,14 @@
 #include "commands.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
+
+namespace {
+// Every error is one line, whatever bytes a path or message carries.
+void print_error(std::string msg) {
+  std::replace_if(msg.begin(), msg.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+  std::fprintf(stderr, "rinfer: error: %s\n", msg.c_str());
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"rinfer: convert, run, validate and benchmark Hugging Face LLMs on CPU"};
@@ -21,21 +30,37 @@ int main(int argc, char** argv) {
   add(rinfer::cli::add_synth);
   add(rinfer::cli::add_validate);
   add(rinfer::cli::add_bench);
+  // Usage errors print one line like every other error and exit 2; --help
+  // and --version still go through CLI11 and exit 0.
+  const std::string first = argc > 1 ? argv[1] : "";
+  std::string command;  // the subcommand named on the command line, if any
+  std::string names;
+  for (const auto* sub : app.get_subcommands({})) {
+    if (sub->get_name() == first) command = first;
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  }
+  auto usage_error = [&](const std::string& msg) {
+    print_error(msg + " (see 'rinfer" + (command.empty() ? "" : " " + command) + " --help')");
+    return 2;
+  };
+  if (!first.empty() && first[0] != '-' && command.empty())
+    return usage_error("unknown command \"" + first + "\"; commands: " + names);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);
+    return usage_error(e.what());
   }
   try {
     for (auto* sub : app.get_subcommands()) return runners.at(sub)();
   } catch (const rinfer::Error& e) {
-    std::fprintf(stderr, "rinfer: error: %s\n", e.what());
+    print_error(e.what());
     return 1;
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "rinfer: error: out of memory\n");
+    print_error("out of memory");
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "rinfer: error: %s\n", e.what());
+    print_error(e.what());
     return 1;
   }
   return 1;

@@ -21,6 +21,11 @@ namespace {
 // Convert one tensor in row chunks through a small f32 staging buffer, so
 // no full-size f32 copy of a large matrix is ever made.
 Buffer convert_one(const HfCheckpoint& hf, const TensorSpec& spec, DType out_dtype, std::vector<float>& stage) {
+  // Zero rows first: checks that the checkpoint holds the tensor with the
+  // shape config.json implies before that shape sizes an allocation (a bad
+  // vocab_size must say so, not "out of memory").
+  float none = 0;
+  hf.arch->read_hf_rows(hf.config, spec, *hf.tensors, 0, 0, &none);
   const int64_t rows = spec.shape.empty() ? 1 : spec.shape[0];
   const int64_t row_len = rows > 0 ? numel(spec.shape) / rows : 0;
   const size_t esz = dtype_size(out_dtype);

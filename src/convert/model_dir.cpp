@@ -80,7 +80,8 @@ const char* kTokenizerFiles[] = {"tokenizer.model",       "tokenizer.json",     
 ConvertStats convert_to_dir(const std::string& hf_dir, const std::string& out_dir, const ConvertOptions& opts) {
   HfCheckpoint hf = HfCheckpoint::open(hf_dir);
   RINFER_CHECK(!out_dir.empty(), "--out must not be empty");
-  fs::path out = fs::path(out_dir);
+  fs::path out = fs::path(out_dir).lexically_normal();
+  if (!out.has_filename()) out = out.parent_path();  // "dir/" names dir, not a child of it
   RINFER_CHECK(!fs::exists(out), "output directory ", out_dir, " already exists; remove it or choose another --out");
   fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
   RINFER_CHECK(fs::is_directory(parent), "parent directory of --out (", parent.string(), ") does not exist");

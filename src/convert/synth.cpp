@@ -213,7 +213,8 @@ void synth_checkpoint(const SynthOptions& o) {
   RINFER_CHECK(!o.out.empty(), "--out is required");
   RINFER_CHECK(o.dtype == DType::F32 || o.dtype == DType::F16 || o.dtype == DType::BF16,
                "--dtype must be f32, f16 or bf16");
-  fs::path out(o.out);
+  fs::path out = fs::path(o.out).lexically_normal();
+  if (!out.has_filename()) out = out.parent_path();  // "dir/" names dir, not a child of it
   RINFER_CHECK(!fs::exists(out), "output directory ", o.out, " already exists; remove it or choose another --out");
   fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
   fs::create_directories(parent);

@@ -49,6 +49,9 @@ void Architecture::read_hf_rows(const ModelConfig&, const TensorSpec& spec, cons
   TensorView src = hf.get(spec.name);
   RINFER_CHECK(src.shape == spec.shape, "tensor ", spec.name, " has shape ", shape_str(src.shape), ", expected ",
                shape_str(spec.shape), " in ", hf.dir());
+  RINFER_CHECK(src.dtype == DType::F32 || src.dtype == DType::F16 || src.dtype == DType::BF16 || src.dtype == DType::F64,
+               "tensor ", spec.name, " is stored as ", dtype_name(src.dtype), " in ", hf.dir(),
+               "; rinfer reads F32, F16, BF16 and F64 weights");
   const int64_t row = spec.shape.empty() ? 1 : numel(spec.shape) / std::max<int64_t>(spec.shape[0], 1);
   const size_t esz = dtype_size(src.dtype);
   convert_to_f32(src.dtype, src.as<uint8_t>() + size_t(row0 * row) * esz, dst, size_t((row1 - row0) * row));

@@ -34,13 +34,15 @@ std::vector<int32_t> get_id_list(const json& cfg, const char* key) {
   std::vector<int32_t> out;
   auto it = cfg.find(key);
   if (it == cfg.end() || it->is_null()) return out;
+  auto id = [&](const json& v) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX)
+      fail("config.json: \"", key, "\" must hold token ids (integers >= 0), got ", it->dump());
+    return v.get<int32_t>();
+  };
   if (it->is_number_integer()) {
-    out.push_back(it->get<int32_t>());
+    out.push_back(id(*it));
   } else if (it->is_array()) {
-    for (const auto& v : *it) {
-      if (!v.is_number_integer()) fail("config.json: \"", key, "\" must hold integers, got ", it->dump());
-      out.push_back(v.get<int32_t>());
-    }
+    for (const auto& v : *it) out.push_back(id(v));
   } else {
     fail("config.json: \"", key, "\" must be an integer or a list, got ", it->dump());
   }

@@ -24,8 +24,7 @@ int64_t Generator::context_limit(int64_t requested) const {
   return limit;
 }
 
-GenerateResult Generator::generate(std::span<const int32_t> prompt, const GenerateOptions& opts,
-                                   const std::function<void(int32_t)>& on_token) {
+void Generator::check_request(std::span<const int32_t> prompt, const GenerateOptions& opts) const {
   RINFER_CHECK(!prompt.empty(), "the prompt is empty (no tokens, and no BOS to start from)");
   RINFER_CHECK(opts.max_new_tokens >= 0, "--max-new-tokens must be >= 0");
   const int64_t vocab = model_.config().vocab_size;
@@ -34,6 +33,14 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
   const int64_t ctx = context_limit(opts.max_context);
   RINFER_CHECK(int64_t(prompt.size()) <= ctx, "prompt of ", prompt.size(), " tokens is longer than the context of ",
                ctx, " tokens");
+  opts.sampling.validate();
+}
+
+GenerateResult Generator::generate(std::span<const int32_t> prompt, const GenerateOptions& opts,
+                                   const std::function<void(int32_t)>& on_token) {
+  check_request(prompt, opts);
+  const int64_t vocab = model_.config().vocab_size;
+  const int64_t ctx = context_limit(opts.max_context);
   reset();
   Sampler sampler(opts.sampling);
   GenerateResult res;

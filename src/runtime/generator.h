@@ -38,6 +38,11 @@ class Generator {
   // Largest prompt + output length usable with this model and cache.
   int64_t context_limit(int64_t requested = 0) const;
 
+  // Throws the one-line Error generate() would throw for this request (empty
+  // prompt, ids outside the vocabulary, prompt longer than the context, bad
+  // sampling parameters), so a caller can check before printing anything.
+  void check_request(std::span<const int32_t> prompt, const GenerateOptions& opts) const;
+
   // on_token is called for every generated id as soon as it is sampled.
   GenerateResult generate(std::span<const int32_t> prompt, const GenerateOptions& opts,
                           const std::function<void(int32_t)>& on_token = {});

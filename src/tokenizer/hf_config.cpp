@@ -1,5 +1,6 @@
 #include "tokenizer/hf_config.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <fstream>
@@ -158,8 +159,14 @@ HfTokenizerConfig read_hf_tokenizer_config(const fs::path& dir) {
       read_role(*sm, "eos_token", sm_path, &cfg.eos);
       read_role(*sm, "unk_token", sm_path, &cfg.unk);
       read_role(*sm, "pad_token", sm_path, &cfg.pad);
-      if (auto it = sm->find("additional_special_tokens"); it != sm->end())
-        cfg.additional_special_tokens = read_additional(*it, sm_path);
+      // transformers adds these to tokenizer_config.json's list.
+      if (auto it = sm->find("additional_special_tokens"); it != sm->end()) {
+        for (auto& t : read_additional(*it, sm_path)) {
+          auto& list = cfg.additional_special_tokens;
+          if (std::none_of(list.begin(), list.end(), [&](const auto& u) { return u.content == t.content; }))
+            list.push_back(std::move(t));
+        }
+      }
     }
     const fs::path at_path = dir / "added_tokens.json";
     if (auto at = read_json(at_path)) {

@@ -190,7 +190,11 @@ SentencePieceTokenizer::SentencePieceTokenizer(const fs::path& model_file, const
   RINFER_CHECK(sp_size_ > 0, "tokenizer: ", model_file.string(), " has no pieces");
 
   vocab_size_ = sp_size_;
-  for (const auto& [id, spec] : cfg.added_tokens) vocab_size_ = std::max(vocab_size_, id + 1);
+  for (const auto& [id, spec] : cfg.added_tokens) {
+    // Real vocabularies stay far below this; a typo must not allocate gigabytes.
+    RINFER_CHECK(id < (1 << 24), "tokenizer: added token \"", spec.content, "\" has implausible id ", id);
+    vocab_size_ = std::max(vocab_size_, id + 1);
+  }
   flags_.assign(size_t(vocab_size_), 0);
   // added_tokens_decoder first: it decides the id of its strings.
   for (const auto& [id, spec] : cfg.added_tokens) add_token(id, spec, spec.special);

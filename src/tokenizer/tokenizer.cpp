@@ -1,6 +1,8 @@
 #include "tokenizer/tokenizer.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <string_view>
 
 #include "core/error.h"
 #include "tokenizer/hf_config.h"

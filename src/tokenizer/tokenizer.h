@@ -30,8 +30,11 @@ class Tokenizer {
   // matched as those tokens, as transformers does. Invalid UTF-8 input
   // throws rinfer::Error.
   virtual std::vector<int32_t> encode(std::string_view text, bool add_special) const = 0;
-  // As transformers' decode(ids, skip_special_tokens=skip_special). Ids
-  // outside [0, vocab_size()) throw rinfer::Error.
+  // As transformers' decode(ids, skip_special_tokens=skip_special). Kept
+  // special and added tokens are written as their text, and the piece after
+  // one keeps its leading space (as LlamaTokenizerFast and llama.cpp do; the
+  // slow tokenizer's legacy spacing there is not copied, see the back-end).
+  // Ids outside [0, vocab_size()) throw rinfer::Error.
   virtual std::string decode(std::span<const int32_t> ids, bool skip_special = true) const = 0;
   virtual std::string id_to_piece(int32_t id) const = 0;
   virtual int32_t vocab_size() const = 0;

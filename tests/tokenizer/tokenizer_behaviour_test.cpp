@@ -14,6 +14,7 @@ namespace {
 using test::expect_error;
 using test::TempDir;
 using Ids = std::vector<int32_t>;
+namespace fs = std::filesystem;
 
 std::unique_ptr<Tokenizer> stories() { return Tokenizer::load(test::stories_hf().string()); }
 
@@ -83,6 +84,7 @@ TEST(TokenizerLoad, WronglyTypedKeys) {
       {"tokenizer_config.json", R"({"bos_token": {"lstrip": true}})", "has no string \"content\""},
       {"tokenizer_config.json", R"({"added_tokens_decoder": {"x": {"content": "a"}}})", "is not a token id"},
       {"tokenizer_config.json", R"({"additional_special_tokens": "<a>"})", "must be a list"},
+      {"tokenizer_config.json", R"({"added_tokens_decoder": {"2000000000": {"content": "a"}}})", "implausible id"},
       {"generation_config.json", R"({"eos_token_id": "2"})", "\"eos_token_id\" must be a token id"},
       {"config.json", R"({"eos_token_id": [2, -1]})", "\"eos_token_id\" must be a token id"},
   };
@@ -102,6 +104,56 @@ TEST(TokenizerLoad, UnknownSpecialTokenString) {
   // A pad token the vocabulary lacks is ignored: LlamaTokenizer has none anyway.
   t.write("tokenizer_config.json", R"({"pad_token": "<pad>"})");
   EXPECT_EQ(Tokenizer::load(t.str())->vocab_size(), 512);
+}
+
+// shared/testdata/tokenizer/hf holds tokenizer.json files only (for a later
+// back-end): such a directory must say what is missing.
+TEST(TokenizerLoad, TokenizerJsonOnlyDirectory) {
+  const auto dir = test::testdata("tokenizer/hf/llama2");
+  expect_error([&] { Tokenizer::load(dir.string()); },
+               "no tokenizer.model in " + dir.string() + "; rinfer reads SentencePiece tokenizer.model for now");
+}
+
+// Real tokenizer_config.json files (chat templates, AddedToken objects,
+// hundreds of added tokens) next to tok512: the config parts must be read
+// as transformers reads them.
+TEST(TokenizerLoad, RealWorldConfigs) {
+  auto with_config = [](const char* family, TempDir& t) {
+    t.with_tok512();
+    fs::copy_file(test::testdata(std::string("tokenizer/hf/") + family + "/tokenizer_config.json"),
+                  t.path() / "tokenizer_config.json");
+    return Tokenizer::load(t.str());
+  };
+  {
+    TempDir t;
+    auto tok = with_config("llama2", t);  // the same LlamaTokenizer settings as stories260K
+    EXPECT_EQ(tok->encode("Hello <s> world", true), stories()->encode("Hello <s> world", true));
+  }
+  {
+    TempDir t;
+    auto tok = with_config("qwen3", t);  // add_bos_token false, bos/unk null, 26 added tokens
+    EXPECT_EQ(tok->bos_id(), -1);
+    EXPECT_EQ(tok->eos_id(), 151645);
+    EXPECT_EQ(tok->vocab_size(), 151669);
+    const Ids user = tok->encode("user", false);
+    EXPECT_EQ(tok->encode("<|im_start|>user<|im_end|>", true), concat({{151644}, user, {151645}}));
+    EXPECT_TRUE(tok->is_special(151644));    // additional_special_tokens
+    EXPECT_TRUE(tok->is_special(151643));    // pad_token <|endoftext|>
+    EXPECT_FALSE(tok->is_special(151657));   // <tool_call> is a plain added token
+    EXPECT_EQ(tok->decode(Ids{151644, 151657, 151645}, true), "<tool_call>");
+    expect_error([&] { tok->decode(Ids{10000}); }, "token id 10000 has no piece in the tokenizer (vocab size 151669)");
+  }
+  {
+    TempDir t;
+    auto tok = with_config("llama3", t);  // no add_bos_token key: LlamaTokenizer default, BOS on
+    EXPECT_EQ(tok->bos_id(), 128000);
+    EXPECT_EQ(tok->eos_id(), 128001);
+    EXPECT_EQ(tok->encode("", true), (Ids{128000}));
+  }
+  {
+    TempDir t;  // no added_tokens_decoder: its BOS string is not in tok512
+    expect_error([&] { with_config("deepseek_v3", t); }, "bos_token \"<\xEF\xBD\x9C" "begin");
+  }
 }
 
 // --- encode ------------------------------------------------------------------

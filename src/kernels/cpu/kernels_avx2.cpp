@@ -119,11 +119,10 @@ inline __m256 exp256(__m256 x) {
 }
 
 // ================================================================= matmul
-constexpr int64_t kGemvMaxM = 4;
-constexpr int kMR = 4;
-constexpr int kNR = 3;
-constexpr int64_t kKC = 512;
-constexpr int64_t kNB = 48;
+constexpr int64_t kGemvMaxM = 8;
+constexpr int kMR = 6;         // GEMM tile: kMR x-rows by 16 W-rows
+constexpr int64_t kKC = 256;   // GEMM k-block; a W sliver is kKC * 16 * 4 bytes
+constexpr int64_t kNB = 128;   // GEMM W rows per task (multiple of 16)
 
 template <DType T, int MR, int NR>
 inline void gemv_tile(const float* x, int64_t ldx, int64_t K, const typename Ld<T>::E* w, float* out) {
@@ -158,7 +157,7 @@ inline void gemv_tile(const float* x, int64_t ldx, int64_t K, const typename Ld<
 
 template <DType T, int MR>
 void gemv_rows(const MatmulArgs& a, int64_t n0, int64_t n1) {
-  constexpr int NR = MR <= 2 ? 4 : MR == 3 ? 3 : 2;
+  constexpr int NR = MR <= 2 ? 4 : MR == 3 ? 3 : MR <= 6 ? 2 : 1;
   const auto* w = static_cast<const typename Ld<T>::E*>(a.w);
   float out[MR * NR];
   auto emit = [&](int64_t nn, int nr) {
@@ -179,12 +178,16 @@ void gemv_rows(const MatmulArgs& a, int64_t n0, int64_t n1) {
 
 template <DType T>
 void gemv_dispatch_m(const MatmulArgs& a, int64_t n0, int64_t n1) {
-  static_assert(kGemvMaxM <= 4);
+  static_assert(kGemvMaxM <= 8);
   switch (a.M) {
     case 1: return gemv_rows<T, 1>(a, n0, n1);
     case 2: return gemv_rows<T, 2>(a, n0, n1);
     case 3: return gemv_rows<T, 3>(a, n0, n1);
-    default: return gemv_rows<T, 4>(a, n0, n1);
+    case 4: return gemv_rows<T, 4>(a, n0, n1);
+    case 5: return gemv_rows<T, 5>(a, n0, n1);
+    case 6: return gemv_rows<T, 6>(a, n0, n1);
+    case 7: return gemv_rows<T, 7>(a, n0, n1);
+    default: return gemv_rows<T, 8>(a, n0, n1);
   }
 }
 
@@ -204,7 +207,16 @@ void gemv_task(void* p, int64_t task, int) {
   }
 }
 
-void gemv(const MatmulArgs& a, const Runner& runner) {
+void gemv(const MatmulArgs& in, const Runner& runner) {
+  MatmulArgs a = in;
+  if (a.M > 1) {
+    // x copied with a row stride that is not a multiple of 4 KiB (L1 set aliasing)
+    const int64_t ld = round_up(a.K, 8) + 16;
+    float* xc = detail::scratch(detail::kScratchShared, a.M * ld);
+    for (int64_t m = 0; m < a.M; ++m) memcpy(xc + m * ld, a.x + m * a.ldx, size_t(a.K) * sizeof(float));
+    a.x = xc;
+    a.ldx = ld;
+  }
   int64_t n_tasks = imax(1, imin(int64_t(runner.n_threads) * 8, a.N / 16));
   int64_t rows = round_up((a.N + n_tasks - 1) / n_tasks, 4);
   n_tasks = (a.N + rows - 1) / rows;
@@ -216,49 +228,100 @@ void gemv(const MatmulArgs& a, const Runner& runner) {
   runner.run(runner.pool, n_tasks, &gemv_task, &c);
 }
 
-template <int MR, int NR>
-inline void gemm_micro(const float* xt, const float* wt, int64_t kcl, float* out) {
-  __m256 acc[MR * NR];
-#pragma GCC unroll 16
-  for (int i = 0; i < MR * NR; ++i) acc[i] = _mm256_setzero_ps();
-  for (int64_t k = 0; k < kcl; k += 8) {
-    __m256 wv[NR];
+// ---------------------------------------------------------------- prefill GEMM
+// BLIS-style, as in kernels_avx512.cpp: C[6 x 16] += xpanel[k][6] (broadcast)
+// * wpanel[k][16] (two ymm); 12 accumulators + 2 W + 1 broadcast registers.
+template <int MR>
+void gemm_micro(const float* xp, const float* wp, int64_t kcl, float* c, int64_t ldc, int64_t ncols, bool first,
+                const float* bias) {
+  __m256 acc0[MR], acc1[MR];
 #pragma GCC unroll 8
-    for (int r = 0; r < NR; ++r) wv[r] = _mm256_load_ps(wt + r * kKC + k);
+  for (int i = 0; i < MR; ++i) acc0[i] = acc1[i] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < kcl; ++k) {
+    const __m256 w0 = _mm256_load_ps(wp + 16 * k), w1 = _mm256_load_ps(wp + 16 * k + 8);
 #pragma GCC unroll 8
-    for (int m = 0; m < MR; ++m) {
-      __m256 xv = _mm256_load_ps(xt + m * kKC + k);
-#pragma GCC unroll 8
-      for (int r = 0; r < NR; ++r) acc[m * NR + r] = _mm256_fmadd_ps(xv, wv[r], acc[m * NR + r]);
+    for (int i = 0; i < MR; ++i) {
+      const __m256 b = _mm256_broadcast_ss(xp + k * kMR + i);
+      acc0[i] = _mm256_fmadd_ps(b, w0, acc0[i]);
+      acc1[i] = _mm256_fmadd_ps(b, w1, acc1[i]);
     }
   }
-  reduce_accs<MR * NR>(acc, out);
-}
-
-using MicroFn = void (*)(const float*, const float*, int64_t, float*);
-static_assert(kMR <= 4);
-MicroFn micro_for_rows(int64_t mr) {
-  switch (mr) {
-    case 1: return &gemm_micro<1, kNR>;
-    case 2: return &gemm_micro<2, kNR>;
-    case 3: return &gemm_micro<3, kNR>;
-    default: return &gemm_micro<4, kNR>;
+  alignas(32) float tmp[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    float* row = c + i * ldc;
+    if (ncols == 16) {
+      __m256 s0 = first ? (bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps()) : _mm256_loadu_ps(row);
+      __m256 s1 = first ? (bias ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps()) : _mm256_loadu_ps(row + 8);
+      _mm256_storeu_ps(row, _mm256_add_ps(s0, acc0[i]));
+      _mm256_storeu_ps(row + 8, _mm256_add_ps(s1, acc1[i]));
+    } else {
+      _mm256_store_ps(tmp, acc0[i]);
+      _mm256_store_ps(tmp + 8, acc1[i]);
+      for (int64_t j = 0; j < ncols; ++j) row[j] = (first ? (bias ? bias[j] : 0.0f) : row[j]) + tmp[j];
+    }
   }
 }
 
+using MicroFn = void (*)(const float*, const float*, int64_t, float*, int64_t, int64_t, bool, const float*);
+static_assert(kMR == 6);
+MicroFn micro_for_rows(int64_t mr) {
+  switch (mr) {
+    case 1: return &gemm_micro<1>;
+    case 2: return &gemm_micro<2>;
+    case 3: return &gemm_micro<3>;
+    case 4: return &gemm_micro<4>;
+    case 5: return &gemm_micro<5>;
+    default: return &gemm_micro<6>;
+  }
+}
+
+// 8x8 transpose: r[i] = row i in, r[j] = column j out.
+inline void transpose8(__m256 r[8]) {
+  __m256 t[8], s[8];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    s[4 * h + 0] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    s[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    s[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    s[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    r[c] = _mm256_permute2f128_ps(s[c], s[4 + c], 0x20);
+    r[4 + c] = _mm256_permute2f128_ps(s[c], s[4 + c], 0x31);
+  }
+}
+
+// dst[k][16] (k < kcl) = W[n0 + j, k0 + k] as f32 for j < 16, zero for rows >= nrows.
 template <DType T>
-inline void convert_row(const typename Ld<T>::E* wrow, int64_t K, int64_t k0, int64_t kcl, float* dst) {
-  const int64_t valid = imin(kcl, K - k0);
-  int64_t k = 0;
-  for (; k + 8 <= valid; k += 8) _mm256_store_ps(dst + k, Ld<T>::load(wrow + k0 + k));
-  for (; k < valid; ++k) dst[k] = Ld<T>::scalar(wrow + k0 + k);
-  for (; k < kcl; ++k) dst[k] = 0.0f;
+void pack_w_sliver(const typename Ld<T>::E* w, int64_t K, int64_t n0, int64_t nrows, int64_t k0, int64_t kcl,
+                   float* dst) {
+  for (int64_t kk = 0; kk < kcl; kk += 8) {
+    const int64_t kn = imin(8, kcl - kk);
+    for (int half = 0; half < 2; ++half) {
+      __m256 r[8];
+      for (int j = 0; j < 8; ++j) {
+        const int64_t row = half * 8 + j;
+        const typename Ld<T>::E* src = w + (n0 + row) * K + k0 + kk;
+        r[j] = row >= nrows ? _mm256_setzero_ps() : kn == 8 ? Ld<T>::load(src) : load_partial<T>(src, kn);
+      }
+      transpose8(r);
+      float* d = dst + kk * 16 + half * 8;
+      for (int64_t c = 0; c < kn; ++c) _mm256_store_ps(d + c * 16, r[c]);
+    }
+  }
 }
 
 struct GemmCtx {
   const MatmulArgs* a;
-  float* xp;  // packed x: [m-tile][k-block][kMR][kKC]
-  int64_t Kp, n_kb, n_mt;
+  float* xp;  // packed x: [m-tile][k-block][kKC][kMR]
+  int64_t n_kb, n_mt;
   int64_t nb;
   int64_t n_ntasks, mt_per_task;
 };
@@ -268,15 +331,11 @@ void gemm_pack_x_task(void* p, int64_t mt, int) {
   const MatmulArgs& a = *c.a;
   const int64_t m0 = mt * kMR, mr = imin(kMR, a.M - m0);
   for (int64_t kb = 0; kb < c.n_kb; ++kb) {
-    float* dst = c.xp + (mt * c.n_kb + kb) * kMR * kKC;
-    const int64_t k0 = kb * kKC, kcl = imin(kKC, c.Kp - k0), valid = imin(kcl, a.K - k0);
+    float* dst = c.xp + (mt * c.n_kb + kb) * kKC * kMR;
+    const int64_t k0 = kb * kKC, kcl = imin(kKC, a.K - k0);
     for (int64_t i = 0; i < mr; ++i) {
       const float* src = a.x + (m0 + i) * a.ldx + k0;
-      float* d = dst + i * kKC;
-      int64_t k = 0;
-      for (; k + 8 <= valid; k += 8) _mm256_store_ps(d + k, _mm256_loadu_ps(src + k));
-      for (; k < valid; ++k) d[k] = src[k];
-      for (; k < kcl; ++k) d[k] = 0.0f;
+      for (int64_t k = 0; k < kcl; ++k) dst[k * kMR + i] = src[k];
     }
   }
 }
@@ -285,28 +344,20 @@ template <DType T>
 void gemm_block(const GemmCtx& c, int64_t n0, int64_t n1, int64_t mt0, int64_t mt1) {
   const MatmulArgs& a = *c.a;
   const auto* w = static_cast<const typename Ld<T>::E*>(a.w);
-  const int64_t nrows = n1 - n0, nrows_pad = round_up(nrows, kNR);
-  float* panel = detail::scratch(detail::kScratchPanel, nrows_pad * kKC);
-  alignas(32) float out[kMR * kNR];
+  const int64_t nrows = n1 - n0, n_sl = (nrows + 15) / 16;
+  float* panel = detail::scratch(detail::kScratchPanel, n_sl * kKC * 16);
   for (int64_t kb = 0; kb < c.n_kb; ++kb) {
-    const int64_t k0 = kb * kKC, kcl = imin(kKC, c.Kp - k0);
-    for (int64_t r = 0; r < nrows; ++r) convert_row<T>(w + (n0 + r) * a.K, a.K, k0, kcl, panel + r * kKC);
-    for (int64_t r = nrows; r < nrows_pad; ++r) memset(panel + r * kKC, 0, size_t(kcl) * sizeof(float));
-    for (int64_t mt = mt0; mt < mt1; ++mt) {
-      const int64_t m0 = mt * kMR, mr = imin(kMR, a.M - m0);
-      const float* xt = c.xp + (mt * c.n_kb + kb) * kMR * kKC;
-      const MicroFn micro = micro_for_rows(mr);
-      for (int64_t nt = 0; nt < nrows_pad; nt += kNR) {
-        micro(xt, panel + nt * kKC, kcl, out);
-        const int64_t nr = imin(kNR, nrows - nt);
-        for (int64_t i = 0; i < mr; ++i) {
-          float* yrow = a.y + (m0 + i) * a.ldy + n0 + nt;
-          if (kb == 0) {
-            for (int64_t j = 0; j < nr; ++j) yrow[j] = out[i * kNR + j] + (a.bias ? a.bias[n0 + nt + j] : 0.0f);
-          } else {
-            for (int64_t j = 0; j < nr; ++j) yrow[j] += out[i * kNR + j];
-          }
-        }
+    const int64_t k0 = kb * kKC, kcl = imin(kKC, a.K - k0);
+    for (int64_t s = 0; s < n_sl; ++s)
+      pack_w_sliver<T>(w, a.K, n0 + 16 * s, imin(16, nrows - 16 * s), k0, kcl, panel + s * kKC * 16);
+    for (int64_t s = 0; s < n_sl; ++s) {
+      const int64_t ncols = imin(16, nrows - 16 * s), nn = n0 + 16 * s;
+      const float* wp = panel + s * kKC * 16;
+      const float* bias = a.bias ? a.bias + nn : nullptr;
+      for (int64_t mt = mt0; mt < mt1; ++mt) {
+        const int64_t m0 = mt * kMR, mr = imin(kMR, a.M - m0);
+        micro_for_rows(mr)(c.xp + (mt * c.n_kb + kb) * kKC * kMR, wp, kcl, a.y + m0 * a.ldy + nn, a.ldy, ncols,
+                           kb == 0, bias);
       }
     }
   }
@@ -328,12 +379,11 @@ void gemm_task(void* p, int64_t task, int) {
 void gemm(const MatmulArgs& a, const Runner& runner) {
   GemmCtx c{};
   c.a = &a;
-  c.Kp = round_up(a.K, 8);
-  c.n_kb = (c.Kp + kKC - 1) / kKC;
+  c.n_kb = (a.K + kKC - 1) / kKC;
   c.n_mt = (a.M + kMR - 1) / kMR;
-  c.xp = detail::scratch(detail::kScratchShared, c.n_mt * c.n_kb * kMR * kKC);
+  c.xp = detail::scratch(detail::kScratchShared, c.n_mt * c.n_kb * kKC * kMR);
   const int64_t T = runner.n_threads;
-  c.nb = imin(kNB, imax(kNR, round_up((a.N + 2 * T - 1) / (2 * T), kNR)));
+  c.nb = imin(kNB, imax(16, round_up((a.N + 2 * T - 1) / (2 * T), 16)));
   c.n_ntasks = (a.N + c.nb - 1) / c.nb;
   int64_t m_chunks = c.n_ntasks >= 2 * T ? 1 : imin(c.n_mt, (2 * T + c.n_ntasks - 1) / c.n_ntasks);
   c.mt_per_task = (c.n_mt + m_chunks - 1) / m_chunks;

@@ -127,24 +127,28 @@ inline __m512 exp512(__m512 x) {
 }
 
 // ================================================================= matmul
-constexpr int64_t kGemvMaxM = 4;  // above this, the packed GEMM path
-constexpr int kMR = 8;            // GEMM register tile: kMR x-rows by kNR W-rows
-constexpr int kNR = 3;
-constexpr int64_t kKC = 512;      // GEMM k-block (floats); an x tile is kMR * kKC * 4 bytes
-constexpr int64_t kNB = 48;       // GEMM W rows per task (multiple of kNR)
+constexpr int64_t kGemvMaxM = 8;  // above this, the packed GEMM path
+// GEMM register tile: kMR x-rows by kNC = 16 * kNW W-rows (2 * 12 accumulators).
+// Measured alternatives (14x32, 8x48, 6x64; k-blocks 128-384) were within noise.
+constexpr int kMR = 12;
+constexpr int kNW = 2;                // zmm vectors of W per k in the tile
+constexpr int64_t kNC = 16 * kNW;     // W rows per sliver
+constexpr int64_t kKC = 256;          // k-block: a W sliver is kKC * kNC * 4 = 32 KiB (L1)
+constexpr int64_t kNB = 8 * kNC;      // W rows per task (256)
 
 // ---------------------------------------------------------------- decode GEMV
 // out[m * NR + r] = sum_k x[m, k] * w[r, k] for an MR x NR tile; w rows K apart.
+// out[m * NR + r] = sum_{k < kl} x[m * ldx + k] * w[r * ldw + k] for an MR x NR tile.
 template <DType T, int MR, int NR>
-inline void gemv_tile(const float* x, int64_t ldx, int64_t K, const typename Ld<T>::E* w, float* out) {
+inline void gemv_tile(const float* x, int64_t ldx, int64_t kl, const typename Ld<T>::E* w, int64_t ldw, float* out) {
   __m512 acc[MR * NR];
 #pragma GCC unroll 32
   for (int i = 0; i < MR * NR; ++i) acc[i] = _mm512_setzero_ps();
   int64_t k = 0;
-  for (; k + 16 <= K; k += 16) {
+  for (; k + 16 <= kl; k += 16) {
     __m512 wv[NR];
 #pragma GCC unroll 8
-    for (int r = 0; r < NR; ++r) wv[r] = Ld<T>::load(w + r * K + k);
+    for (int r = 0; r < NR; ++r) wv[r] = Ld<T>::load(w + r * ldw + k);
 #pragma GCC unroll 8
     for (int m = 0; m < MR; ++m) {
       __m512 xv = _mm512_loadu_ps(x + m * ldx + k);
@@ -152,11 +156,11 @@ inline void gemv_tile(const float* x, int64_t ldx, int64_t K, const typename Ld<
       for (int r = 0; r < NR; ++r) acc[m * NR + r] = _mm512_fmadd_ps(xv, wv[r], acc[m * NR + r]);
     }
   }
-  if (k < K) {
-    const __mmask16 msk = tail_mask(K - k);
+  if (k < kl) {
+    const __mmask16 msk = tail_mask(kl - k);
     __m512 wv[NR];
 #pragma GCC unroll 8
-    for (int r = 0; r < NR; ++r) wv[r] = Ld<T>::load(w + r * K + k, msk);
+    for (int r = 0; r < NR; ++r) wv[r] = Ld<T>::load(w + r * ldw + k, msk);
 #pragma GCC unroll 8
     for (int m = 0; m < MR; ++m) {
       __m512 xv = _mm512_maskz_loadu_ps(msk, x + m * ldx + k);
@@ -167,35 +171,52 @@ inline void gemv_tile(const float* x, int64_t ldx, int64_t K, const typename Ld<
   reduce_accs<MR * NR>(acc, out);
 }
 
+// y rows [n0, n1) for all M (<= 8) rows of x. K is cut into blocks only when
+// the M x-rows would not fit in L2 (blocking for L1 measured slower: it splits
+// the W row streams).
+constexpr int64_t kGemvL1Floats = 65536;  // 256 KiB of x per k-block
 template <DType T, int MR>
 void gemv_rows(const MatmulArgs& a, int64_t n0, int64_t n1) {
-  constexpr int NR = MR == 1 ? 4 : MR <= 2 ? 4 : MR <= 4 ? 4 : 3;
+  constexpr int NR = MR <= 4 ? 4 : 3;
   const auto* w = static_cast<const typename Ld<T>::E*>(a.w);
+  const int64_t K = a.K;
+  const int64_t kc = MR * K <= kGemvL1Floats ? K : imax(256, kGemvL1Floats / MR / 16 * 16);
   float out[MR * NR];
-  int64_t n = n0;
-  auto emit = [&](int64_t nn, int nr) {
-    for (int m = 0; m < MR; ++m)
-      for (int r = 0; r < nr; ++r)
-        a.y[m * a.ldy + nn + r] = out[m * nr + r] + (a.bias ? a.bias[nn + r] : 0.0f);
-  };
-  for (; n + NR <= n1; n += NR) {
-    gemv_tile<T, MR, NR>(a.x, a.ldx, a.K, w + n * a.K, out);
-    emit(n, NR);
-  }
-  for (; n < n1; ++n) {
-    gemv_tile<T, MR, 1>(a.x, a.ldx, a.K, w + n * a.K, out);
-    emit(n, 1);
+  for (int64_t k0 = 0; k0 < K; k0 += kc) {
+    const int64_t kl = imin(kc, K - k0);
+    const bool first = k0 == 0;
+    auto emit = [&](int64_t nn, int nr) {
+      for (int m = 0; m < MR; ++m)
+        for (int r = 0; r < nr; ++r) {
+          float* yp = a.y + m * a.ldy + nn + r;
+          const float v = out[m * nr + r];
+          *yp = first ? v + (a.bias ? a.bias[nn + r] : 0.0f) : *yp + v;
+        }
+    };
+    int64_t n = n0;
+    for (; n + NR <= n1; n += NR) {
+      gemv_tile<T, MR, NR>(a.x + k0, a.ldx, kl, w + n * K + k0, K, out);
+      emit(n, NR);
+    }
+    for (; n < n1; ++n) {
+      gemv_tile<T, MR, 1>(a.x + k0, a.ldx, kl, w + n * K + k0, K, out);
+      emit(n, 1);
+    }
   }
 }
 
 template <DType T>
 void gemv_dispatch_m(const MatmulArgs& a, int64_t n0, int64_t n1) {
-  static_assert(kGemvMaxM <= 4);
+  static_assert(kGemvMaxM <= 8);
   switch (a.M) {
     case 1: return gemv_rows<T, 1>(a, n0, n1);
     case 2: return gemv_rows<T, 2>(a, n0, n1);
     case 3: return gemv_rows<T, 3>(a, n0, n1);
-    default: return gemv_rows<T, 4>(a, n0, n1);
+    case 4: return gemv_rows<T, 4>(a, n0, n1);
+    case 5: return gemv_rows<T, 5>(a, n0, n1);
+    case 6: return gemv_rows<T, 6>(a, n0, n1);
+    case 7: return gemv_rows<T, 7>(a, n0, n1);
+    default: return gemv_rows<T, 8>(a, n0, n1);
   }
 }
 
@@ -215,7 +236,18 @@ void gemv_task(void* p, int64_t task, int) {
   }
 }
 
-void gemv(const MatmulArgs& a, const Runner& runner) {
+void gemv(const MatmulArgs& in, const Runner& runner) {
+  MatmulArgs a = in;
+  if (a.M > 1) {
+    // Copy x with a row stride that is not a multiple of 4 KiB: rows 4/8 KiB
+    // apart (K = 1024, 2048, ...) all map to the same L1 sets and evict each
+    // other together with the W rows.
+    const int64_t ld = round_up(a.K, 16) + 16;
+    float* xc = detail::scratch(detail::kScratchShared, a.M * ld);
+    for (int64_t m = 0; m < a.M; ++m) memcpy(xc + m * ld, a.x + m * a.ldx, size_t(a.K) * sizeof(float));
+    a.x = xc;
+    a.ldx = ld;
+  }
   // Chunks of rows handed out dynamically: ~8 per thread so a thread slowed
   // down by something else does not hold up the others, but at least 16 rows.
   int64_t n_tasks = imax(1, imin(int64_t(runner.n_threads) * 8, a.N / 16));
@@ -230,56 +262,126 @@ void gemv(const MatmulArgs& a, const Runner& runner) {
 }
 
 // ---------------------------------------------------------------- prefill GEMM
-// Micro-kernel: out[m * NR + r] = sum_{k < kcl} xt[m * kKC + k] * wt[r * kKC + k]
-// with xt, wt 64-byte aligned and kcl a multiple of 16.
-template <int MR, int NR>
-inline void gemm_micro(const float* xt, const float* wt, int64_t kcl, float* out) {
-  __m512 acc[MR * NR];
-#pragma GCC unroll 32
-  for (int i = 0; i < MR * NR; ++i) acc[i] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < kcl; k += 16) {
-    __m512 wv[NR];
-#pragma GCC unroll 8
-    for (int r = 0; r < NR; ++r) wv[r] = _mm512_load_ps(wt + r * kKC + k);
-#pragma GCC unroll 8
-    for (int m = 0; m < MR; ++m) {
-      __m512 xv = _mm512_load_ps(xt + m * kKC + k);
-#pragma GCC unroll 8
-      for (int r = 0; r < NR; ++r) acc[m * NR + r] = _mm512_fmadd_ps(xv, wv[r], acc[m * NR + r]);
+// BLIS-style: C[MR x 32] += xpanel[k][MR] (broadcast) * wpanel[k][32] (two
+// zmm), 2*MR accumulators live for a whole k-block, no horizontal sums.
+//  - x is packed once per call into [m-tile][k-block][k][kMR] (shared).
+//  - each task owns a block of kNB W rows: per k-block it converts and
+//    transposes them into [32-row sliver][k][32] f32 (L2 resident), then for
+//    each sliver (kKC * 128 bytes, L1 resident) runs over all its m-tiles.
+template <int MR>
+void gemm_micro(const float* xp, const float* wp, int64_t kcl, float* c, int64_t ldc, int64_t ncols, bool first,
+                const float* bias) {
+  __m512 acc[MR][kNW];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < kNW; ++v) acc[i][v] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kcl; ++k) {
+    __m512 wv[kNW];
+#pragma GCC unroll 4
+    for (int v = 0; v < kNW; ++v) wv[v] = _mm512_load_ps(wp + kNC * k + 16 * v);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const __m512 b = _mm512_set1_ps(xp[k * kMR + i]);
+#pragma GCC unroll 4
+      for (int v = 0; v < kNW; ++v) acc[i][v] = _mm512_fmadd_ps(b, wv[v], acc[i][v]);
     }
   }
-  reduce_accs<MR * NR>(acc, out);
-}
-
-using MicroFn = void (*)(const float*, const float*, int64_t, float*);
-static_assert(kMR <= 8);
-MicroFn micro_for_rows(int64_t mr) {
-  switch (mr) {
-    case 1: return &gemm_micro<1, kNR>;
-    case 2: return &gemm_micro<2, kNR>;
-    case 3: return &gemm_micro<3, kNR>;
-    case 4: return &gemm_micro<4, kNR>;
-    case 5: return &gemm_micro<5, kNR>;
-    case 6: return &gemm_micro<6, kNR>;
-    case 7: return &gemm_micro<7, kNR>;
-    default: return &gemm_micro<8, kNR>;
+  __mmask16 msk[kNW];
+  __m512 bv[kNW];
+#pragma GCC unroll 4
+  for (int v = 0; v < kNW; ++v) {
+    msk[v] = tail_mask(imax(0, ncols - 16 * v));
+    bv[v] = first && bias ? _mm512_maskz_loadu_ps(msk[v], bias + 16 * v) : _mm512_setzero_ps();
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+    float* row = c + i * ldc;
+#pragma GCC unroll 4
+    for (int v = 0; v < kNW; ++v) {
+      __m512 s = first ? bv[v] : _mm512_maskz_loadu_ps(msk[v], row + 16 * v);
+      _mm512_mask_storeu_ps(row + 16 * v, msk[v], _mm512_add_ps(s, acc[i][v]));
+    }
   }
 }
 
-// Convert W[row, k0 .. k0 + kcl) (zero beyond K) to f32 at dst.
+using MicroFn = void (*)(const float*, const float*, int64_t, float*, int64_t, int64_t, bool, const float*);
+static_assert(kMR <= 14);
+MicroFn micro_for_rows(int64_t mr) {
+  switch (mr) {
+    case 1: return &gemm_micro<1>;
+    case 2: return &gemm_micro<2>;
+    case 3: return &gemm_micro<3>;
+    case 4: return &gemm_micro<4>;
+    case 5: return &gemm_micro<5>;
+    case 6: return &gemm_micro<6>;
+    case 7: return &gemm_micro<7>;
+    case 8: return &gemm_micro<8>;
+    case 9: return &gemm_micro<9>;
+    case 10: return &gemm_micro<10>;
+    case 11: return &gemm_micro<11>;
+    case 12: return &gemm_micro<12>;
+    case 13: return &gemm_micro<13 <= kMR ? 13 : kMR>;
+    default: return &gemm_micro<kMR>;
+  }
+}
+
+// 16x16 transpose: r[i] = row i in, r[j] = column j out.
+inline void transpose16(__m512 r[16]) {
+  __m512 a[16], b[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    a[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    a[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    const __m512d a0 = _mm512_castps_pd(a[4 * j]), a1 = _mm512_castps_pd(a[4 * j + 1]);
+    const __m512d a2 = _mm512_castps_pd(a[4 * j + 2]), a3 = _mm512_castps_pd(a[4 * j + 3]);
+    b[4 * j + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));  // lane L: rows 4j..4j+3 of column 4L
+    b[4 * j + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));  // column 4L + 1
+    b[4 * j + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));  // column 4L + 2
+    b[4 * j + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));  // column 4L + 3
+  }
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    const __m512 e0 = _mm512_shuffle_f32x4(b[c], b[4 + c], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512 e1 = _mm512_shuffle_f32x4(b[c], b[4 + c], _MM_SHUFFLE(3, 2, 3, 2));
+    const __m512 e2 = _mm512_shuffle_f32x4(b[8 + c], b[12 + c], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512 e3 = _mm512_shuffle_f32x4(b[8 + c], b[12 + c], _MM_SHUFFLE(3, 2, 3, 2));
+    r[c] = _mm512_shuffle_f32x4(e0, e2, _MM_SHUFFLE(2, 0, 2, 0));
+    r[4 + c] = _mm512_shuffle_f32x4(e0, e2, _MM_SHUFFLE(3, 1, 3, 1));
+    r[8 + c] = _mm512_shuffle_f32x4(e1, e3, _MM_SHUFFLE(2, 0, 2, 0));
+    r[12 + c] = _mm512_shuffle_f32x4(e1, e3, _MM_SHUFFLE(3, 1, 3, 1));
+  }
+}
+
+// dst[k][kNC] (k < kcl) = W[n0 + j, k0 + k] as f32 for j < kNC, zero for rows >= nrows.
 template <DType T>
-inline void convert_row(const typename Ld<T>::E* wrow, int64_t K, int64_t k0, int64_t kcl, float* dst) {
-  int64_t valid = imin(kcl, K - k0);
-  int64_t k = 0;
-  for (; k + 16 <= valid; k += 16) _mm512_store_ps(dst + k, Ld<T>::load(wrow + k0 + k));
-  for (; k < kcl; k += 16) _mm512_store_ps(dst + k, Ld<T>::load(wrow + k0 + k, tail_mask(imax(0, valid - k))));
+void pack_w_sliver(const typename Ld<T>::E* w, int64_t K, int64_t n0, int64_t nrows, int64_t k0, int64_t kcl,
+                   float* dst) {
+  for (int64_t kk = 0; kk < kcl; kk += 16) {
+    const __mmask16 km = tail_mask(kcl - kk);
+    const int64_t kn = imin(16, kcl - kk);
+    for (int half = 0; half < kNW; ++half) {
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) {
+        const int64_t row = half * 16 + j;
+        r[j] = row < nrows ? Ld<T>::load(w + (n0 + row) * K + k0 + kk, km) : _mm512_setzero_ps();
+      }
+      transpose16(r);
+      float* d = dst + kk * kNC + half * 16;
+      for (int64_t c = 0; c < kn; ++c) _mm512_store_ps(d + c * kNC, r[c]);
+    }
+  }
 }
 
 struct GemmCtx {
   const MatmulArgs* a;
-  float* xp;  // packed x: [m-tile][k-block][kMR][kKC]
-  int64_t Kp, n_kb, n_mt;
-  int64_t nb;                     // W rows per task
+  float* xp;  // packed x: [m-tile][k-block][kKC][kMR]
+  int64_t n_kb, n_mt;
+  int64_t nb;                     // W rows per task (multiple of 32)
   int64_t n_ntasks, mt_per_task;  // task grid: n-blocks x m-chunks
 };
 
@@ -288,14 +390,11 @@ void gemm_pack_x_task(void* p, int64_t mt, int) {
   const MatmulArgs& a = *c.a;
   const int64_t m0 = mt * kMR, mr = imin(kMR, a.M - m0);
   for (int64_t kb = 0; kb < c.n_kb; ++kb) {
-    float* dst = c.xp + (mt * c.n_kb + kb) * kMR * kKC;
-    const int64_t k0 = kb * kKC, kcl = imin(kKC, c.Kp - k0), valid = imin(kcl, a.K - k0);
+    float* dst = c.xp + (mt * c.n_kb + kb) * kKC * kMR;
+    const int64_t k0 = kb * kKC, kcl = imin(kKC, a.K - k0);
     for (int64_t i = 0; i < mr; ++i) {
       const float* src = a.x + (m0 + i) * a.ldx + k0;
-      float* d = dst + i * kKC;
-      int64_t k = 0;
-      for (; k + 16 <= valid; k += 16) _mm512_store_ps(d + k, _mm512_loadu_ps(src + k));
-      for (; k < kcl; k += 16) _mm512_store_ps(d + k, _mm512_maskz_loadu_ps(tail_mask(imax(0, valid - k)), src + k));
+      for (int64_t k = 0; k < kcl; ++k) dst[k * kMR + i] = src[k];
     }
   }
 }
@@ -304,28 +403,20 @@ template <DType T>
 void gemm_block(const GemmCtx& c, int64_t n0, int64_t n1, int64_t mt0, int64_t mt1) {
   const MatmulArgs& a = *c.a;
   const auto* w = static_cast<const typename Ld<T>::E*>(a.w);
-  const int64_t nrows = n1 - n0, nrows_pad = round_up(nrows, kNR);
-  float* panel = detail::scratch(detail::kScratchPanel, nrows_pad * kKC);
-  alignas(64) float out[kMR * kNR];
+  const int64_t nrows = n1 - n0, n_sl = (nrows + kNC - 1) / kNC;
+  float* panel = detail::scratch(detail::kScratchPanel, n_sl * kKC * kNC);
   for (int64_t kb = 0; kb < c.n_kb; ++kb) {
-    const int64_t k0 = kb * kKC, kcl = imin(kKC, c.Kp - k0);
-    for (int64_t r = 0; r < nrows; ++r) convert_row<T>(w + (n0 + r) * a.K, a.K, k0, kcl, panel + r * kKC);
-    for (int64_t r = nrows; r < nrows_pad; ++r) memset(panel + r * kKC, 0, size_t(kcl) * sizeof(float));
-    for (int64_t mt = mt0; mt < mt1; ++mt) {
-      const int64_t m0 = mt * kMR, mr = imin(kMR, a.M - m0);
-      const float* xt = c.xp + (mt * c.n_kb + kb) * kMR * kKC;
-      const MicroFn micro = micro_for_rows(mr);
-      for (int64_t nt = 0; nt < nrows_pad; nt += kNR) {
-        micro(xt, panel + nt * kKC, kcl, out);
-        const int64_t nr = imin(kNR, nrows - nt);
-        for (int64_t i = 0; i < mr; ++i) {
-          float* yrow = a.y + (m0 + i) * a.ldy + n0 + nt;
-          if (kb == 0) {
-            for (int64_t j = 0; j < nr; ++j) yrow[j] = out[i * kNR + j] + (a.bias ? a.bias[n0 + nt + j] : 0.0f);
-          } else {
-            for (int64_t j = 0; j < nr; ++j) yrow[j] += out[i * kNR + j];
-          }
-        }
+    const int64_t k0 = kb * kKC, kcl = imin(kKC, a.K - k0);
+    for (int64_t s = 0; s < n_sl; ++s)
+      pack_w_sliver<T>(w, a.K, n0 + kNC * s, imin(kNC, nrows - kNC * s), k0, kcl, panel + s * kKC * kNC);
+    for (int64_t s = 0; s < n_sl; ++s) {
+      const int64_t ncols = imin(kNC, nrows - kNC * s), nn = n0 + kNC * s;
+      const float* wp = panel + s * kKC * kNC;
+      const float* bias = a.bias ? a.bias + nn : nullptr;
+      for (int64_t mt = mt0; mt < mt1; ++mt) {
+        const int64_t m0 = mt * kMR, mr = imin(kMR, a.M - m0);
+        micro_for_rows(mr)(c.xp + (mt * c.n_kb + kb) * kKC * kMR, wp, kcl, a.y + m0 * a.ldy + nn, a.ldy, ncols,
+                           kb == 0, bias);
       }
     }
   }
@@ -347,13 +438,12 @@ void gemm_task(void* p, int64_t task, int) {
 void gemm(const MatmulArgs& a, const Runner& runner) {
   GemmCtx c{};
   c.a = &a;
-  c.Kp = round_up(a.K, 16);
-  c.n_kb = (c.Kp + kKC - 1) / kKC;
+  c.n_kb = (a.K + kKC - 1) / kKC;
   c.n_mt = (a.M + kMR - 1) / kMR;
-  c.xp = detail::scratch(detail::kScratchShared, c.n_mt * c.n_kb * kMR * kKC);
+  c.xp = detail::scratch(detail::kScratchShared, c.n_mt * c.n_kb * kKC * kMR);
   const int64_t T = runner.n_threads;
   // W rows per task: kNB, fewer when N is small so every thread has work.
-  c.nb = imin(kNB, imax(kNR, round_up((a.N + 2 * T - 1) / (2 * T), kNR)));
+  c.nb = imin(kNB, imax(kNC, round_up((a.N + 2 * T - 1) / (2 * T), kNC)));
   c.n_ntasks = (a.N + c.nb - 1) / c.nb;
   // Split M as well when there are not enough W blocks for the threads.
   int64_t m_chunks = c.n_ntasks >= 2 * T ? 1 : imin(c.n_mt, (2 * T + c.n_ntasks - 1) / c.n_ntasks);

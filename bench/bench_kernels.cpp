@@ -1,0 +1,293 @@
+// Micro-benchmarks of the CPU kernels (Google Benchmark).
+//
+//   build-kern/bin/bench_kernels [--benchmark_filter=gemv] [--benchmark_min_time=0.5]
+//
+// gemv/*   decode matmul (M = 1 or 4) on TinyLlama-1.1B shapes. "cold" streams a
+//          different copy of W every iteration from a >= 1 GiB arena (bigger
+//          than any cache, as in a real decode step over all layers); "hot"
+//          reuses one W (cache resident when it fits). bytes_per_second counts
+//          W bytes; bw_frac = achieved / 35 GB/s (1 thread) or 61 GB/s (2).
+// gemm/*   prefill matmul; FLOP/s = 2 M N K per second, peak_frac = FLOP/s /
+//          (200 GFLOP/s per thread, AVX-512 FMA peak of this class of CPU).
+// membw/*  plain AVX-512 read of the arena: the machine's read bandwidth now,
+//          to put the gemv numbers in context (the VM's bandwidth varies).
+// attention/*, ops/*: the other kernels at model sizes.
+//
+// Environment: RINFER_BENCH_ARENA_MB (default 1536) sizes the cold arena.
+#include <benchmark/benchmark.h>
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/buffer.h"
+#include "core/cpu_features.h"
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/ops.h"
+
+namespace kc = rinfer::kernels::cpu;
+using rinfer::DType;
+
+namespace {
+
+constexpr double kRefBw1 = 35e9, kRefBw2 = 61e9;  // GB/s quoted for this machine
+constexpr double kPeakFlopsPerThread = 200e9;
+
+rinfer::ThreadPool& pool(int n) {
+  static std::unique_ptr<rinfer::ThreadPool> pools[3];
+  if (!pools[n]) pools[n] = std::make_unique<rinfer::ThreadPool>(n);
+  return *pools[n];
+}
+
+// A big buffer of 16-bit values that are valid, normal numbers whether read as
+// F16, BF16 or (in pairs) F32, so any weight dtype can be streamed from it.
+rinfer::Buffer& arena() {
+  static rinfer::Buffer buf = [] {
+    size_t mb = 1536;
+    if (const char* e = std::getenv("RINFER_BENCH_ARENA_MB")) mb = std::strtoull(e, nullptr, 10);
+    rinfer::Buffer b(mb << 20);
+    auto* p = b.as<uint16_t>();
+    uint32_t s = 12345;
+    for (size_t i = 0; i < b.size() / 2; ++i) {
+      s = s * 1664525u + 1013904223u;
+      p[i] = uint16_t(0x3c00u | ((s >> 16) & 0x00ffu) | ((s >> 8) & 0x8000u));  // +-(1..2) f16, +-2^-7.. bf16
+    }
+    return b;
+  }();
+  return buf;
+}
+
+std::vector<float> random_vec(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+const char* dname(DType d) { return d == DType::F32 ? "f32" : d == DType::F16 ? "f16" : "bf16"; }
+
+// ---------------------------------------------------------------- matmul
+void run_matmul(benchmark::State& st, int64_t M, int64_t K, int64_t N, DType dt, int threads, bool cold) {
+  const size_t wbytes = size_t(N * K) * rinfer::dtype_size(dt);
+  auto& ar = arena();
+  const size_t copies = cold ? std::max<size_t>(1, ar.size() / wbytes) : 1;
+  if (cold && copies < 4) st.SkipWithError("arena too small for a cold run of this shape");
+  auto x = random_vec(size_t(M * K), 1);
+  std::vector<float> y(size_t(M * N));
+  auto& p = pool(threads);
+  const auto* base = static_cast<const uint8_t*>(ar.data());
+  size_t i = 0;
+  // warm up: page in / fault the arena copies used
+  kc::matmul(x.data(), M, K, K, base, dt, N, nullptr, y.data(), N, p);
+  for (auto _ : st) {
+    kc::matmul(x.data(), M, K, K, base + (i % copies) * wbytes, dt, N, nullptr, y.data(), N, p);
+    ++i;
+    benchmark::ClobberMemory();
+  }
+  st.SetBytesProcessed(int64_t(st.iterations()) * int64_t(wbytes));
+  const double flops = 2.0 * double(M) * double(N) * double(K);
+  st.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+  if (M <= 8)
+    st.counters["bw_frac"] = benchmark::Counter(double(wbytes) / (threads == 1 ? kRefBw1 : kRefBw2),
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  else
+    st.counters["peak_frac"] = benchmark::Counter(flops / (kPeakFlopsPerThread * threads),
+                                                  benchmark::Counter::kIsIterationInvariantRate);
+  st.SetLabel(kc::isa_name(kc::active_isa()));
+}
+
+// ---------------------------------------------------------------- memory read roofline
+__attribute__((target("avx512f"))) uint64_t read_avx512(const uint8_t* p, size_t bytes) {
+  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 256 <= bytes; i += 256) {
+    a0 = _mm512_add_epi64(a0, _mm512_load_si512(p + i));
+    a1 = _mm512_add_epi64(a1, _mm512_load_si512(p + i + 64));
+    a2 = _mm512_add_epi64(a2, _mm512_load_si512(p + i + 128));
+    a3 = _mm512_add_epi64(a3, _mm512_load_si512(p + i + 192));
+  }
+  return uint64_t(_mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3))));
+}
+
+void BM_MemRead(benchmark::State& st, int threads) {
+  if (!rinfer::cpu_features().has_avx512_core()) {
+    st.SkipWithError("needs AVX-512");
+    return;
+  }
+  auto& ar = arena();
+  const size_t chunk = size_t(64) << 20, n_chunks = ar.size() / chunk;
+  const auto* base = static_cast<const uint8_t*>(ar.data());
+  std::vector<uint64_t> sink(size_t(threads) * 8);
+  size_t c = 0;
+  for (auto _ : st) {
+    const uint8_t* p = base + (c++ % n_chunks) * chunk;
+    pool(threads).run(threads, [&](int64_t t, int) {
+      size_t part = chunk / size_t(threads);
+      sink[size_t(t) * 8] += read_avx512(p + size_t(t) * part, part);
+    });
+  }
+  benchmark::DoNotOptimize(sink.data());
+  st.SetBytesProcessed(int64_t(st.iterations()) * int64_t(chunk));
+}
+
+// ---------------------------------------------------------------- attention
+void BM_Attention(benchmark::State& st, DType dt, int64_t n_ctx, int head_dim, int n_kv_heads, int n_q_heads) {
+  const int bs = 16;
+  const int64_t n_blocks = (n_ctx + bs - 1) / bs;
+  const size_t esz = rinfer::dtype_size(dt);
+  const size_t per_block = size_t(bs) * n_kv_heads * head_dim;
+  std::vector<uint8_t> k(n_blocks * per_block * esz), v(n_blocks * per_block * esz);
+  auto kf = random_vec(n_blocks * per_block, 2), vf = random_vec(n_blocks * per_block, 3);
+  rinfer::convert_from_f32(dt, kf.data(), k.data(), kf.size());
+  rinfer::convert_from_f32(dt, vf.data(), v.data(), vf.size());
+  std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), std::mt19937(4));
+  kc::PagedKV kv{k.data(), v.data(), dt, bs, n_kv_heads, head_dim};
+  auto q = random_vec(size_t(n_q_heads) * head_dim, 5);
+  std::vector<float> out(size_t(n_q_heads) * head_dim), scratch(static_cast<size_t>(n_ctx));
+  const float scale = 1.0f / std::sqrt(float(head_dim));
+  for (auto _ : st) {
+    // all query heads of one layer for one token (GQA: kv head = h / group)
+    for (int h = 0; h < n_q_heads; ++h)
+      kc::attention_head(q.data() + h * head_dim, kv, h / (n_q_heads / n_kv_heads), table.data(), n_ctx, scale, 0.0f,
+                         out.data() + h * head_dim, scratch.data());
+    benchmark::ClobberMemory();
+  }
+  // K and V bytes each query head reads
+  st.SetBytesProcessed(int64_t(st.iterations()) * n_q_heads * n_ctx * head_dim * 2 * int64_t(esz));
+  st.SetLabel(kc::isa_name(kc::active_isa()));
+}
+
+// ---------------------------------------------------------------- small ops
+void BM_Rmsnorm(benchmark::State& st, int64_t n) {
+  auto x = random_vec(size_t(n), 6), w = random_vec(size_t(n), 7);
+  std::vector<float> y(static_cast<size_t>(n));
+  for (auto _ : st) {
+    kc::rmsnorm(x.data(), w.data(), n, 1e-5f, y.data());
+    benchmark::ClobberMemory();
+  }
+  st.SetItemsProcessed(st.iterations() * n);
+}
+void BM_SiluMul(benchmark::State& st, int64_t n) {
+  auto g = random_vec(size_t(n), 8), u = random_vec(size_t(n), 9);
+  std::vector<float> y(static_cast<size_t>(n));
+  for (auto _ : st) {
+    kc::silu_mul(g.data(), u.data(), y.data(), n);
+    benchmark::ClobberMemory();
+  }
+  st.SetItemsProcessed(st.iterations() * n);
+}
+void BM_Softmax(benchmark::State& st, int64_t n) {
+  auto x0 = random_vec(size_t(n), 10);
+  std::vector<float> x = x0;
+  for (auto _ : st) {
+    std::memcpy(x.data(), x0.data(), x.size() * 4);
+    kc::softmax(x.data(), n);
+    benchmark::ClobberMemory();
+  }
+  st.SetItemsProcessed(st.iterations() * n);
+}
+void BM_Rope(benchmark::State& st, int n_heads, int head_dim, kc::RopeStyle style) {
+  auto x = random_vec(size_t(n_heads) * head_dim, 11);
+  std::vector<float> inv(size_t(head_dim / 2));
+  for (int i = 0; i < head_dim / 2; ++i) inv[i] = std::pow(10000.0f, -2.0f * i / head_dim);
+  int64_t pos = 100;
+  for (auto _ : st) {
+    kc::rope(x.data(), n_heads, head_dim, head_dim, pos++, inv.data(), style, 1.0f);
+    benchmark::ClobberMemory();
+  }
+  st.SetItemsProcessed(st.iterations() * n_heads * head_dim);
+}
+
+// ---------------------------------------------------------------- registration
+template <typename F>
+void reg(const std::string& name, F f, kc::Isa isa) {
+  benchmark::RegisterBenchmark(name.c_str(), [f, isa](benchmark::State& st) {
+    kc::force_isa(isa);
+    f(st);
+    kc::force_isa(kc::best_isa());
+  })->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+
+void register_all() {
+  const kc::Isa best = kc::best_isa();
+  struct Shape {
+    const char* what;
+    int64_t K, N;
+  };
+  // TinyLlama-1.1B: hidden 2048, 32 q heads / 4 kv heads of 64, MLP 5632, vocab 32000
+  const Shape decode[] = {{"q_o", 2048, 2048}, {"k_v", 2048, 256}, {"gate_up", 2048, 5632},
+                          {"down", 5632, 2048}, {"lm_head", 2048, 32000}};
+  for (int threads : {1, 2})
+    for (DType dt : {DType::BF16, DType::F16, DType::F32})
+      for (const auto& s : decode) {
+        std::string name = std::string("gemv/cold/") + dname(dt) + "/" + s.what + "/K" + std::to_string(s.K) + "xN" +
+                           std::to_string(s.N) + "/threads:" + std::to_string(threads);
+        reg(name, [=](benchmark::State& st) { run_matmul(st, 1, s.K, s.N, dt, threads, true); }, best);
+      }
+  for (int threads : {1, 2}) {
+    reg("gemv/hot/bf16/gate_up/K2048xN5632/threads:" + std::to_string(threads),
+        [=](benchmark::State& st) { run_matmul(st, 1, 2048, 5632, DType::BF16, threads, false); }, best);
+    reg("gemv/cold/bf16/M4/gate_up/K2048xN5632/threads:" + std::to_string(threads),
+        [=](benchmark::State& st) { run_matmul(st, 4, 2048, 5632, DType::BF16, threads, true); }, best);
+    if (best >= kc::Isa::Avx2 && best != kc::Isa::Avx2)
+      reg("gemv/cold/bf16/gate_up/K2048xN5632/avx2/threads:" + std::to_string(threads),
+          [=](benchmark::State& st) { run_matmul(st, 1, 2048, 5632, DType::BF16, threads, true); }, kc::Isa::Avx2);
+  }
+  for (int threads : {1, 2})
+    for (DType dt : {DType::BF16, DType::F16, DType::F32})
+      reg(std::string("gemm/") + dname(dt) + "/M512xK2048xN2048/threads:" + std::to_string(threads),
+          [=](benchmark::State& st) { run_matmul(st, 512, 2048, 2048, dt, threads, false); }, best);
+  for (int threads : {1, 2}) {
+    reg("gemm/bf16/M128xK2048xN5632/threads:" + std::to_string(threads),
+        [=](benchmark::State& st) { run_matmul(st, 128, 2048, 5632, DType::BF16, threads, false); }, best);
+    for (int64_t m : {5, 8, 12, 16, 32})
+      reg("gemm/bf16/M" + std::to_string(m) + "xK2048xN2048/cold/threads:" + std::to_string(threads),
+          [=](benchmark::State& st) { run_matmul(st, m, 2048, 2048, DType::BF16, threads, true); }, best);
+    reg("gemm/bf16/M8xK2048xN2048/hot/threads:" + std::to_string(threads),
+        [=](benchmark::State& st) { run_matmul(st, 8, 2048, 2048, DType::BF16, threads, false); }, best);
+    if (best > kc::Isa::Avx2)
+      reg("gemm/bf16/M512xK2048xN2048/avx2/threads:" + std::to_string(threads),
+          [=](benchmark::State& st) { run_matmul(st, 512, 2048, 2048, DType::BF16, threads, false); }, kc::Isa::Avx2);
+  }
+  for (int threads : {1, 2})
+    reg("membw/read/threads:" + std::to_string(threads), [=](benchmark::State& st) { BM_MemRead(st, threads); }, best);
+  for (DType dt : {DType::F16, DType::BF16, DType::F32})
+    for (int64_t n_ctx : {128, 512, 2048})
+      reg(std::string("attention/") + dname(dt) + "/32q4kv_hd64/ctx" + std::to_string(n_ctx),
+          [=](benchmark::State& st) { BM_Attention(st, dt, n_ctx, 64, 4, 32); }, best);
+  reg("attention/f16/8q8kv_hd128/ctx1024", [=](benchmark::State& st) { BM_Attention(st, DType::F16, 1024, 128, 8, 8); },
+      best);
+  for (int i = 0; i <= int(best); ++i) {
+    kc::Isa isa = kc::Isa(i);
+    std::string sfx = std::string("/") + kc::isa_name(isa);
+    reg("ops/rmsnorm/2048" + sfx, [](benchmark::State& st) { BM_Rmsnorm(st, 2048); }, isa);
+    reg("ops/silu_mul/5632" + sfx, [](benchmark::State& st) { BM_SiluMul(st, 5632); }, isa);
+    reg("ops/softmax/32000" + sfx, [](benchmark::State& st) { BM_Softmax(st, 32000); }, isa);
+    reg("ops/rope_half/32x64" + sfx,
+        [](benchmark::State& st) { BM_Rope(st, 32, 64, kc::RopeStyle::RotateHalf); }, isa);
+    reg("ops/rope_interleaved/32x64" + sfx,
+        [](benchmark::State& st) { BM_Rope(st, 32, 64, kc::RopeStyle::Interleaved); }, isa);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  register_all();
+  benchmark::AddCustomContext("cpu_features", rinfer::cpu_features().summary());
+  benchmark::AddCustomContext("best_isa", kc::isa_name(kc::best_isa()));
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,136 @@
+// `rinfer convert` round trips and `rinfer validate` against golden logits.
+#include "cli_util.h"
+
+namespace rinfer::test::cli {
+namespace {
+
+std::string convert_cmd(const std::string& hf, const fs::path& out, const std::string& dtype) {
+  return "convert --hf " + quote(hf) + " --out " + quote(out.string()) + " --dtype " + dtype + " -q";
+}
+
+void convert_ok(const std::string& hf, const fs::path& out, const std::string& dtype) {
+  CmdResult r = run_rinfer(convert_cmd(hf, out, dtype));
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_TRUE(fs::is_directory(out));
+}
+
+// Greedy ids of every reference case on `model`, with extra run options.
+void expect_reference_ids(const std::string& model, const std::string& extra) {
+  for (const auto& c : greedy_reference().at("cases")) {
+    SCOPED_TRACE(c.at("name").get<std::string>() + " on " + model + " " + extra);
+    auto want = c.at("greedy_ids").get<std::vector<int32_t>>();
+    if (c.at("stopped_on_bos").get<bool>()) want.push_back(1);
+    const json j = run_json("run --model " + quote(model) + " --temperature 0 --ignore-eos --json --threads 1 -n " +
+                            std::to_string(want.size()) + " " + extra + " --prompt " + quote(c.at("prompt")));
+    EXPECT_EQ(ids_of(j, "prompt_ids"), c.at("prompt_ids").get<std::vector<int32_t>>());
+    EXPECT_EQ(ids_of(j, "output_ids"), want);
+  }
+}
+
+}  // namespace
+
+TEST(CliConvert, StoriesF32RoundTrip) {
+  TempDir tmp;
+  const fs::path m = tmp.path / "m";
+  CmdResult r = run_rinfer(convert_cmd(stories_hf(), m, "f32"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("converted"), std::string::npos) << r.out;
+  for (const char* f : {"model_desc.json", "embeddings.safetensors", "layer_000.safetensors", "layer_001.safetensors",
+                        "layer_002.safetensors", "layer_003.safetensors", "layer_004.safetensors", "tokenizer.model"})
+    EXPECT_TRUE(fs::is_regular_file(m / f)) << f;
+  EXPECT_FALSE(fs::exists(m / "layer_005.safetensors"));
+  EXPECT_TRUE(tmp_leftovers(tmp.path).empty());
+  const json desc = read_json(m / "model_desc.json");
+  EXPECT_EQ(desc.value("format", ""), "rinfer-model");
+  EXPECT_EQ(desc.value("architecture", ""), "LlamaForCausalLM");
+  EXPECT_EQ(desc["dtype"].value("matrix", ""), "f32");
+  EXPECT_EQ(desc["config"].value("n_layers", 0), 5);
+
+  expect_reference_ids(m.string(), "");
+  // Mapping the files instead of copying them changes nothing.
+  expect_reference_ids(m.string(), "--weights mmap");
+}
+
+TEST(CliConvert, MmapAndCopyGiveIdenticalIds) {
+  // Sampling too (not only argmax): the logits must be bit-identical.
+  TempDir tmp;
+  const fs::path m = tmp.path / "m";
+  convert_ok(stories_hf(), m, "f32");
+  const std::string base = "run --model " + quote(m.string()) +
+                           " --prompt 'Once upon a time' -n 64 --temperature 0.8 --seed 7 --json --threads 1";
+  const json copy = run_json(base + " --weights copy");
+  const json mmap = run_json(base + " --weights mmap");
+  EXPECT_EQ(ids_of(copy, "output_ids").size(), ids_of(mmap, "output_ids").size());
+  EXPECT_EQ(ids_of(copy, "output_ids"), ids_of(mmap, "output_ids"));
+  EXPECT_EQ(copy.value("text", "a"), mmap.value("text", "b"));
+}
+
+TEST(CliConvert, TrailingSlashNamesTheOutputDirectory) {
+  TempDir tmp;
+  const fs::path m = tmp.path / "m";
+  CmdResult r = run_rinfer(convert_cmd(stories_hf(), m.string() + "/", "bf16"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::is_regular_file(m / "model_desc.json"));
+  EXPECT_TRUE(tmp_leftovers(tmp.path).empty());
+  EXPECT_TRUE(tmp_leftovers(m).empty());
+  EXPECT_EQ(read_json(m / "model_desc.json")["dtype"].value("matrix", ""), "bf16");
+  // A converted directory runs as it is; --dtype only applies to HF folders.
+  const json j = run_json("run --model " + quote(m.string()) + " --prompt hi -n 4 --json --threads 1");
+  EXPECT_EQ(ids_of(j, "output_ids").size(), 4u);
+  expect_fails("run --model " + quote(m.string()) + " --prompt hi -n 4 --dtype f32", "already converted");
+}
+
+TEST(CliValidate, GoldenLlamaPasses) {
+  CmdResult r = run_rinfer("validate --golden " + quote(golden_dir("llama")) + " --threads 1");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("exact f32"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("PASS"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
+}
+
+TEST(CliValidate, ConvertedF32CopyPasses) {
+  TempDir tmp;
+  const fs::path m = tmp.path / "llama_f32";
+  convert_ok(golden_dir("llama") + "/hf", m, "f32");
+  const fs::path report = tmp.path / "report.json";
+  CmdResult r = run_rinfer("validate --golden " + quote(golden_dir("llama")) + " --model " + quote(m.string()) +
+                           " --threads 1 --json " + quote(report.string()));
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("exact f32"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("atol 0.0001"), std::string::npos) << "the manifest's f32 bound: " << r.out;
+  const json rep = read_json(report);
+  EXPECT_TRUE(rep.value("ok", false));
+  EXPECT_TRUE(rep.value("exact", false));
+  ASSERT_EQ(rep["cases"].size(), 3u);
+  for (const auto& c : rep["cases"]) {
+    EXPECT_TRUE(c.value("ok", false)) << c.dump();
+    EXPECT_LE(c.value("prompt_max_abs", 1.0), 1e-4);
+    EXPECT_EQ(c.value("greedy_same_prefix", 0), c.value("greedy_len", -1));
+  }
+  EXPECT_TRUE(tmp_leftovers(tmp.path).empty());
+}
+
+TEST(CliValidate, ConvertedBf16CopyPassesWithDocumentedTolerance) {
+  TempDir tmp;
+  const fs::path m = tmp.path / "llama_bf16";
+  convert_ok(golden_dir("llama") + "/hf", m, "bf16");
+  CmdResult r =
+      run_rinfer("validate --golden " + quote(golden_dir("llama")) + " --model " + quote(m.string()) + " --threads 1");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  // docs/validation.md: bf16 weights with a bf16 KV cache, top-1 mode, atol 0.15.
+  EXPECT_NE(r.out.find("weights bf16, KV cache bf16, top-1 mode, atol 0.15)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("PASS"), std::string::npos) << r.out;
+}
+
+TEST(CliValidate, MissingGoldenDirectory) {
+  TempDir tmp;
+  const std::string missing = (tmp.path / "no_such_golden").string();
+  expect_fails("validate --golden " + quote(missing), missing);
+  // A golden folder without manifest.json, and a file instead of a folder.
+  expect_fails("validate --golden " + quote(tmp.path.string()), "manifest.json");
+  write_bytes(tmp.path / "file", "x");
+  expect_fails("validate --golden " + quote((tmp.path / "file").string()), "manifest.json");
+  expect_fails("validate --golden " + quote(golden_dir("llama")) + " --model " + quote(missing), missing);
+}
+
+}  // namespace rinfer::test::cli
