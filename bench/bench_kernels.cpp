@@ -113,7 +113,12 @@ __attribute__((target("avx512f"))) uint64_t read_avx512(const uint8_t* p, size_t
     a2 = _mm512_add_epi64(a2, _mm512_load_si512(p + i + 128));
     a3 = _mm512_add_epi64(a3, _mm512_load_si512(p + i + 192));
   }
-  return uint64_t(_mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3))));
+  // Store and add by hand: GCC 12's _mm512_reduce_add_epi64 trips -Wuninitialized.
+  alignas(64) uint64_t lanes[8];
+  _mm512_store_si512(lanes, _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
+  uint64_t sum = 0;
+  for (uint64_t v : lanes) sum += v;
+  return sum;
 }
 
 void BM_MemRead(benchmark::State& st, int threads) {

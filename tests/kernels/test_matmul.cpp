@@ -124,6 +124,8 @@ TEST(Matmul, LargeShapes) {
     worst = std::max(worst, check_case({130, 4097, 31, dt, false}, seed++));
     worst = std::max(worst, check_case({130, 100, 1000, dt, true}, seed++));
     worst = std::max(worst, check_case({33, 1000, 257, dt, false}, seed++));
+    worst = std::max(worst, check_case({8, 9000, 37, dt, true}, seed++));  // GEMV with x cut in k-blocks
+    worst = std::max(worst, check_case({3, 30000, 9, dt, false}, seed++));
   }
   std::printf("  worst error / bound = %.3g\n", worst);
 }

@@ -95,7 +95,11 @@ TEST_F(Stories, PrefillEqualsTokenByToken) {
   for (size_t r = 1; r < ids.size(); ++r)
     for (size_t i = 0; i < 512; ++i)
       max_abs = std::max(max_abs, double(std::fabs(batch[r * 512 + i] - steps[(r - 1) * 512 + i])));
-  EXPECT_LE(max_abs, 1e-5);
+  // Prefill uses the blocked GEMM and decode the GEMV: they sum each dot
+  // product in a different order, so f32 rounding differs (~2e-5 measured on
+  // logits of magnitude ~10). The bound is the golden data's f32 bound, 15x
+  // llama.cpp's own batch-vs-sequential noise and >500x below any KV bug.
+  EXPECT_LE(max_abs, 1e-4);
 }
 
 }  // namespace

@@ -123,6 +123,10 @@ constexpr int64_t kGemvMaxM = 8;
 constexpr int kMR = 6;         // GEMM tile: kMR x-rows by 16 W-rows
 constexpr int64_t kKC = 256;   // GEMM k-block; a W sliver is kKC * 16 * 4 bytes
 constexpr int64_t kNB = 128;   // GEMM W rows per task (multiple of 16)
+// Few m-tiles: whole rows per k-block so packing reads W sequentially (see AVX-512).
+constexpr int64_t kSmallMTiles = 4;
+constexpr int64_t kKCSmallM = 4096;
+constexpr int64_t kNBSmallM = 32;
 
 template <DType T, int MR, int NR>
 inline void gemv_tile(const float* x, int64_t ldx, int64_t K, const typename Ld<T>::E* w, float* out) {
@@ -320,7 +324,8 @@ void pack_w_sliver(const typename Ld<T>::E* w, int64_t K, int64_t n0, int64_t nr
 
 struct GemmCtx {
   const MatmulArgs* a;
-  float* xp;  // packed x: [m-tile][k-block][kKC][kMR]
+  float* xp;  // packed x: [m-tile][k-block][kc][kMR]
+  int64_t kc;
   int64_t n_kb, n_mt;
   int64_t nb;
   int64_t n_ntasks, mt_per_task;
@@ -331,8 +336,8 @@ void gemm_pack_x_task(void* p, int64_t mt, int) {
   const MatmulArgs& a = *c.a;
   const int64_t m0 = mt * kMR, mr = imin(kMR, a.M - m0);
   for (int64_t kb = 0; kb < c.n_kb; ++kb) {
-    float* dst = c.xp + (mt * c.n_kb + kb) * kKC * kMR;
-    const int64_t k0 = kb * kKC, kcl = imin(kKC, a.K - k0);
+    float* dst = c.xp + (mt * c.n_kb + kb) * c.kc * kMR;
+    const int64_t k0 = kb * c.kc, kcl = imin(c.kc, a.K - k0);
     for (int64_t i = 0; i < mr; ++i) {
       const float* src = a.x + (m0 + i) * a.ldx + k0;
       for (int64_t k = 0; k < kcl; ++k) dst[k * kMR + i] = src[k];
@@ -345,18 +350,18 @@ void gemm_block(const GemmCtx& c, int64_t n0, int64_t n1, int64_t mt0, int64_t m
   const MatmulArgs& a = *c.a;
   const auto* w = static_cast<const typename Ld<T>::E*>(a.w);
   const int64_t nrows = n1 - n0, n_sl = (nrows + 15) / 16;
-  float* panel = detail::scratch(detail::kScratchPanel, n_sl * kKC * 16);
+  float* panel = detail::scratch(detail::kScratchPanel, n_sl * c.kc * 16);
   for (int64_t kb = 0; kb < c.n_kb; ++kb) {
-    const int64_t k0 = kb * kKC, kcl = imin(kKC, a.K - k0);
+    const int64_t k0 = kb * c.kc, kcl = imin(c.kc, a.K - k0);
     for (int64_t s = 0; s < n_sl; ++s)
-      pack_w_sliver<T>(w, a.K, n0 + 16 * s, imin(16, nrows - 16 * s), k0, kcl, panel + s * kKC * 16);
+      pack_w_sliver<T>(w, a.K, n0 + 16 * s, imin(16, nrows - 16 * s), k0, kcl, panel + s * c.kc * 16);
     for (int64_t s = 0; s < n_sl; ++s) {
       const int64_t ncols = imin(16, nrows - 16 * s), nn = n0 + 16 * s;
-      const float* wp = panel + s * kKC * 16;
+      const float* wp = panel + s * c.kc * 16;
       const float* bias = a.bias ? a.bias + nn : nullptr;
       for (int64_t mt = mt0; mt < mt1; ++mt) {
         const int64_t m0 = mt * kMR, mr = imin(kMR, a.M - m0);
-        micro_for_rows(mr)(c.xp + (mt * c.n_kb + kb) * kKC * kMR, wp, kcl, a.y + m0 * a.ldy + nn, a.ldy, ncols,
+        micro_for_rows(mr)(c.xp + (mt * c.n_kb + kb) * c.kc * kMR, wp, kcl, a.y + m0 * a.ldy + nn, a.ldy, ncols,
                            kb == 0, bias);
       }
     }
@@ -379,11 +384,13 @@ void gemm_task(void* p, int64_t task, int) {
 void gemm(const MatmulArgs& a, const Runner& runner) {
   GemmCtx c{};
   c.a = &a;
-  c.n_kb = (a.K + kKC - 1) / kKC;
   c.n_mt = (a.M + kMR - 1) / kMR;
-  c.xp = detail::scratch(detail::kScratchShared, c.n_mt * c.n_kb * kKC * kMR);
+  const bool small_m = c.n_mt <= kSmallMTiles;
+  c.kc = small_m ? imin(kKCSmallM, a.K) : kKC;
+  c.n_kb = (a.K + c.kc - 1) / c.kc;
+  c.xp = detail::scratch(detail::kScratchShared, c.n_mt * c.n_kb * c.kc * kMR);
   const int64_t T = runner.n_threads;
-  c.nb = imin(kNB, imax(16, round_up((a.N + 2 * T - 1) / (2 * T), 16)));
+  c.nb = imin(small_m ? kNBSmallM : kNB, imax(16, round_up((a.N + 2 * T - 1) / (2 * T), 16)));
   c.n_ntasks = (a.N + c.nb - 1) / c.nb;
   int64_t m_chunks = c.n_ntasks >= 2 * T ? 1 : imin(c.n_mt, (2 * T + c.n_ntasks - 1) / c.n_ntasks);
   c.mt_per_task = (c.n_mt + m_chunks - 1) / m_chunks;

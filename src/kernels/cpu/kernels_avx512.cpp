@@ -4,19 +4,22 @@
 // and C library functions are used, so no code compiled with these flags can
 // be picked by the linker for another file (see impl.h).
 //
-// matmul, one formulation for both regimes: every output y[m, n] is a dot
-// product over K kept as 16 f32 partial sums (one zmm) per (m, n) pair of a
-// register tile of MR x-rows by NR W-rows, reduced at the end with a
-// transposing shuffle tree (about 2 ops per accumulator).
-//  - decode (M <= kGemvMaxM): W is streamed from memory exactly once, each row
-//    converted to f32 in registers (F16: vcvtph2ps, BF16: zero-extend + shift)
-//    and used for all M rows of x; threads take chunks of W rows.
-//  - prefill: x is packed once into [m-tile][k-block][MR][KC] (zero padded),
-//    each thread converts a block of W rows x KC into an f32 panel (L2) and
-//    runs an MR x NR micro-kernel over it for every m-tile, so W conversion is
-//    amortised over M rows and the x tile stays in L1.
-// Accumulation is f32 throughout; the error against the double reference is
-// bounded by about (K/16 + 16) * 2^-24 * sum|x*w| (each lane sums K/16 terms).
+// matmul has two regimes:
+//  - decode, M <= kGemvMaxM (8): a GEMV that streams W exactly once. Each
+//    output y[m, n] is a dot product kept as 16 f32 partial sums (one zmm) for
+//    a register tile of M x-rows by NR (3-4) W-rows; W rows are converted to
+//    f32 in registers (F16: vcvtph2ps, BF16: zero-extend + shift), each loaded
+//    W vector serves all M rows, and the tile is reduced at the end with a
+//    transposing shuffle tree (~2 ops per accumulator). Threads take chunks
+//    of W rows from the pool (about 8 per thread, dynamic).
+//  - prefill: BLIS-style GEMM. x is packed once per call into k-major panels
+//    of kMR rows; every task converts + transposes a block of W rows into f32
+//    slivers [k][32] (once per k-block, amortised over all M rows), and a
+//    12 x 32 micro-kernel (24 zmm accumulators, x broadcast from the panel,
+//    W sliver L1-resident) accumulates into y. No horizontal sums.
+// Accumulation is f32 throughout (GEMV: K/16 terms per lane; GEMM: K terms
+// per output, in k-blocks of 256). See tests/kernels/test_matmul.cpp for the
+// error bound checked against the double reference.
 // GCC 12 warns about the deliberately undefined vectors in its own
 // _mm512_undefined_ps-based intrinsics (a known false positive).
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -102,8 +105,6 @@ inline void reduce_accs(const __m512* v, float* out) {
   }
 }
 
-inline float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
-
 // ---------------------------------------------------------------- exp
 // Cephes-style expf: x = n ln2 + r, |r| <= ln2/2, degree-6 polynomial,
 // scaled by 2^n with vscalefps (correct overflow to inf and underflow).
@@ -135,9 +136,14 @@ constexpr int kNW = 2;                // zmm vectors of W per k in the tile
 constexpr int64_t kNC = 16 * kNW;     // W rows per sliver
 constexpr int64_t kKC = 256;          // k-block: a W sliver is kKC * kNC * 4 = 32 KiB (L1)
 constexpr int64_t kNB = 8 * kNC;      // W rows per task (256)
+// Few m-tiles: the W panel is reused only a few times, so packing dominates;
+// take whole rows (up to kKCSmallM values) so that packing reads W in long
+// sequential runs, and fewer rows per task.
+constexpr int64_t kSmallMTiles = 4;
+constexpr int64_t kKCSmallM = 4096;
+constexpr int64_t kNBSmallM = 2 * kNC;
 
 // ---------------------------------------------------------------- decode GEMV
-// out[m * NR + r] = sum_k x[m, k] * w[r, k] for an MR x NR tile; w rows K apart.
 // out[m * NR + r] = sum_{k < kl} x[m * ldx + k] * w[r * ldw + k] for an MR x NR tile.
 template <DType T, int MR, int NR>
 inline void gemv_tile(const float* x, int64_t ldx, int64_t kl, const typename Ld<T>::E* w, int64_t ldw, float* out) {
@@ -174,13 +180,13 @@ inline void gemv_tile(const float* x, int64_t ldx, int64_t kl, const typename Ld
 // y rows [n0, n1) for all M (<= 8) rows of x. K is cut into blocks only when
 // the M x-rows would not fit in L2 (blocking for L1 measured slower: it splits
 // the W row streams).
-constexpr int64_t kGemvL1Floats = 65536;  // 256 KiB of x per k-block
+constexpr int64_t kGemvXBlockFloats = 65536;  // 256 KiB of x per k-block
 template <DType T, int MR>
 void gemv_rows(const MatmulArgs& a, int64_t n0, int64_t n1) {
   constexpr int NR = MR <= 4 ? 4 : 3;
   const auto* w = static_cast<const typename Ld<T>::E*>(a.w);
   const int64_t K = a.K;
-  const int64_t kc = MR * K <= kGemvL1Floats ? K : imax(256, kGemvL1Floats / MR / 16 * 16);
+  const int64_t kc = MR * K <= kGemvXBlockFloats ? K : imax(256, kGemvXBlockFloats / MR / 16 * 16);
   float out[MR * NR];
   for (int64_t k0 = 0; k0 < K; k0 += kc) {
     const int64_t kl = imin(kc, K - k0);
@@ -268,6 +274,9 @@ void gemv(const MatmulArgs& in, const Runner& runner) {
 //  - each task owns a block of kNB W rows: per k-block it converts and
 //    transposes them into [32-row sliver][k][32] f32 (L2 resident), then for
 //    each sliver (kKC * 128 bytes, L1 resident) runs over all its m-tiles.
+//  - with at most kSmallMTiles m-tiles the k-block is the whole row (up to
+//    kKCSmallM) and tasks are smaller: packing, which then dominates, reads
+//    W in long runs straight from memory.
 template <int MR>
 void gemm_micro(const float* xp, const float* wp, int64_t kcl, float* c, int64_t ldc, int64_t ncols, bool first,
                 const float* bias) {
@@ -327,7 +336,7 @@ MicroFn micro_for_rows(int64_t mr) {
 }
 
 // 16x16 transpose: r[i] = row i in, r[j] = column j out.
-inline void transpose16(__m512 r[16]) {
+__attribute__((always_inline)) inline void transpose16(__m512 r[16]) {
   __m512 a[16], b[16];
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {
@@ -379,7 +388,8 @@ void pack_w_sliver(const typename Ld<T>::E* w, int64_t K, int64_t n0, int64_t nr
 
 struct GemmCtx {
   const MatmulArgs* a;
-  float* xp;  // packed x: [m-tile][k-block][kKC][kMR]
+  float* xp;  // packed x: [m-tile][k-block][kc][kMR]
+  int64_t kc;     // k-block length
   int64_t n_kb, n_mt;
   int64_t nb;                     // W rows per task (multiple of 32)
   int64_t n_ntasks, mt_per_task;  // task grid: n-blocks x m-chunks
@@ -390,8 +400,8 @@ void gemm_pack_x_task(void* p, int64_t mt, int) {
   const MatmulArgs& a = *c.a;
   const int64_t m0 = mt * kMR, mr = imin(kMR, a.M - m0);
   for (int64_t kb = 0; kb < c.n_kb; ++kb) {
-    float* dst = c.xp + (mt * c.n_kb + kb) * kKC * kMR;
-    const int64_t k0 = kb * kKC, kcl = imin(kKC, a.K - k0);
+    float* dst = c.xp + (mt * c.n_kb + kb) * c.kc * kMR;
+    const int64_t k0 = kb * c.kc, kcl = imin(c.kc, a.K - k0);
     for (int64_t i = 0; i < mr; ++i) {
       const float* src = a.x + (m0 + i) * a.ldx + k0;
       for (int64_t k = 0; k < kcl; ++k) dst[k * kMR + i] = src[k];
@@ -404,18 +414,18 @@ void gemm_block(const GemmCtx& c, int64_t n0, int64_t n1, int64_t mt0, int64_t m
   const MatmulArgs& a = *c.a;
   const auto* w = static_cast<const typename Ld<T>::E*>(a.w);
   const int64_t nrows = n1 - n0, n_sl = (nrows + kNC - 1) / kNC;
-  float* panel = detail::scratch(detail::kScratchPanel, n_sl * kKC * kNC);
+  float* panel = detail::scratch(detail::kScratchPanel, n_sl * c.kc * kNC);
   for (int64_t kb = 0; kb < c.n_kb; ++kb) {
-    const int64_t k0 = kb * kKC, kcl = imin(kKC, a.K - k0);
+    const int64_t k0 = kb * c.kc, kcl = imin(c.kc, a.K - k0);
     for (int64_t s = 0; s < n_sl; ++s)
-      pack_w_sliver<T>(w, a.K, n0 + kNC * s, imin(kNC, nrows - kNC * s), k0, kcl, panel + s * kKC * kNC);
+      pack_w_sliver<T>(w, a.K, n0 + kNC * s, imin(kNC, nrows - kNC * s), k0, kcl, panel + s * c.kc * kNC);
     for (int64_t s = 0; s < n_sl; ++s) {
       const int64_t ncols = imin(kNC, nrows - kNC * s), nn = n0 + kNC * s;
-      const float* wp = panel + s * kKC * kNC;
+      const float* wp = panel + s * c.kc * kNC;
       const float* bias = a.bias ? a.bias + nn : nullptr;
       for (int64_t mt = mt0; mt < mt1; ++mt) {
         const int64_t m0 = mt * kMR, mr = imin(kMR, a.M - m0);
-        micro_for_rows(mr)(c.xp + (mt * c.n_kb + kb) * kKC * kMR, wp, kcl, a.y + m0 * a.ldy + nn, a.ldy, ncols,
+        micro_for_rows(mr)(c.xp + (mt * c.n_kb + kb) * c.kc * kMR, wp, kcl, a.y + m0 * a.ldy + nn, a.ldy, ncols,
                            kb == 0, bias);
       }
     }
@@ -438,12 +448,14 @@ void gemm_task(void* p, int64_t task, int) {
 void gemm(const MatmulArgs& a, const Runner& runner) {
   GemmCtx c{};
   c.a = &a;
-  c.n_kb = (a.K + kKC - 1) / kKC;
   c.n_mt = (a.M + kMR - 1) / kMR;
-  c.xp = detail::scratch(detail::kScratchShared, c.n_mt * c.n_kb * kKC * kMR);
+  const bool small_m = c.n_mt <= kSmallMTiles;
+  c.kc = small_m ? imin(kKCSmallM, a.K) : kKC;
+  c.n_kb = (a.K + c.kc - 1) / c.kc;
+  c.xp = detail::scratch(detail::kScratchShared, c.n_mt * c.n_kb * c.kc * kMR);
   const int64_t T = runner.n_threads;
-  // W rows per task: kNB, fewer when N is small so every thread has work.
-  c.nb = imin(kNB, imax(kNC, round_up((a.N + 2 * T - 1) / (2 * T), kNC)));
+  // W rows per task, fewer when N is small so every thread has work.
+  c.nb = imin(small_m ? kNBSmallM : kNB, imax(kNC, round_up((a.N + 2 * T - 1) / (2 * T), kNC)));
   c.n_ntasks = (a.N + c.nb - 1) / c.nb;
   // Split M as well when there are not enough W blocks for the threads.
   int64_t m_chunks = c.n_ntasks >= 2 * T ? 1 : imin(c.n_mt, (2 * T + c.n_ntasks - 1) / c.n_ntasks);
