@@ -67,5 +67,7 @@ struct ArchitectureRegistration {
 
 }  // namespace rinfer
 
-#define RINFER_REGISTER_ARCHITECTURE(ID, HF_NAME, TYPE) \
-  static ::rinfer::ArchitectureRegistration rinfer_arch_registration_##ID(HF_NAME, [] { return std::make_unique<TYPE>(); })
+// RINFER_REGISTER_ARCHITECTURE(id, "HFClassName", Type[, constructor args...])
+#define RINFER_REGISTER_ARCHITECTURE(ID, HF_NAME, TYPE, ...)                  \
+  static ::rinfer::ArchitectureRegistration rinfer_arch_registration_##ID( \
+      HF_NAME, [] { return std::make_unique<TYPE>(__VA_ARGS__); })

@@ -2,7 +2,7 @@
 // Yi, ...) and MistralForCausalLM. HF layout, rotate_half RoPE (the HF
 // checkpoints' q/k rows are already permuted for it: never un-permute).
 #include "core/error.h"
-#include "model/dense_decoder.h"
+#include "model/llama_layout.h"
 #include "model/llama_config.h"
 
 namespace rinfer {
@@ -80,7 +80,7 @@ class LlamaArchitecture : public Architecture {
     return name.find("rotary_emb.inv_freq") != std::string::npos;
   }
   std::unique_ptr<Model> create(const ModelConfig& c, const WeightStore& w, ThreadPool& pool) const override {
-    return std::make_unique<DenseDecoder>(c, w, pool);
+    return make_llama_decoder(c, w, pool);
   }
 
  protected:

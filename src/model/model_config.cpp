@@ -73,7 +73,8 @@ json ModelConfig::to_json() const {
               {"o_bias", o_bias},
               {"mlp_bias", mlp_bias},
               {"bos_token_id", bos_token_id},
-              {"eos_token_ids", eos_token_ids}};
+              {"eos_token_ids", eos_token_ids},
+              {"family", family}};
 }
 
 ModelConfig ModelConfig::from_json(const json& j) {
@@ -102,6 +103,7 @@ ModelConfig ModelConfig::from_json(const json& j) {
     c.mlp_bias = j.at("mlp_bias").get<bool>();
     c.bos_token_id = j.at("bos_token_id").get<int32_t>();
     c.eos_token_ids = j.at("eos_token_ids").get<std::vector<int32_t>>();
+    if (j.contains("family")) c.family = j.at("family");
     c.validate();
     return c;
   } catch (const json::exception& e) {

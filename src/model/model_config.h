@@ -37,6 +37,10 @@ struct ModelConfig {
   bool mlp_bias = false;
   int32_t bos_token_id = -1;
   std::vector<int32_t> eos_token_ids;
+  // Hyper-parameters only one family uses (MoE routing, latent attention,
+  // partial rotary, ALiBi, ...), kept as that family's own JSON object so the
+  // common config stays small. Saved in model_desc.json like the rest.
+  nlohmann::json family = nlohmann::json::object();
 
   nlohmann::json to_json() const;
   static ModelConfig from_json(const nlohmann::json& j);

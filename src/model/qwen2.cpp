@@ -1,7 +1,7 @@
 // Qwen2 / Qwen2.5 (Qwen2ForCausalLM): the LLaMA layout with biases on the q,
 // k and v projections (none on o), usually tied embeddings on small sizes.
 #include "core/error.h"
-#include "model/dense_decoder.h"
+#include "model/llama_layout.h"
 #include "model/llama_config.h"
 
 namespace rinfer {
@@ -28,7 +28,7 @@ class Qwen2Architecture : public Architecture {
     return name.find("rotary_emb.inv_freq") != std::string::npos;
   }
   std::unique_ptr<Model> create(const ModelConfig& c, const WeightStore& w, ThreadPool& pool) const override {
-    return std::make_unique<DenseDecoder>(c, w, pool);
+    return make_llama_decoder(c, w, pool);
   }
 };
 

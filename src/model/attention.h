@@ -1,0 +1,38 @@
+#pragma once
+// Grouped-query attention over the paged KV cache (MHA and MQA are the
+// special cases n_kv_heads == n_heads and == 1). Position information is
+// RoPE (any style, on all or part of each head) or ALiBi.
+#include <memory>
+#include <vector>
+
+#include "model/blocks.h"
+#include "model/layers.h"
+
+namespace rinfer {
+
+struct GqaShape {
+  int64_t hidden = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
+};
+
+class GqaAttention : public AttentionBlock {
+ public:
+  // rope may be null (ALiBi models pass slopes instead); it is shared by all layers.
+  GqaAttention(const GqaShape& shape, Linear q, Linear k, Linear v, Linear o,
+               std::shared_ptr<const RotaryEmbedding> rope, std::vector<float> alibi_slopes = {});
+  void forward(const float* h, const ForwardContext& ctx, int64_t layer, float* out) override;
+  uint64_t weight_bytes() const override { return q_.bytes() + k_.bytes() + v_.bytes() + o_.bytes(); }
+
+ private:
+  GqaShape s_;
+  Linear q_, k_, v_, o_;
+  std::shared_ptr<const RotaryEmbedding> rope_;
+  std::vector<float> alibi_;
+  float scale_;
+};
+
+// ALiBi slopes as in the ALiBi paper / HF Baichuan-13B and BLOOM: for a power
+// of two n, 2^(-8(h+1)/n); otherwise the closest power of two plus every
+// other slope of the next power (the "_get_interleave" rule).
+std::vector<float> alibi_slopes(int64_t n_heads);
+
+}  // namespace rinfer

@@ -1,0 +1,81 @@
+#include "model/decoder.h"
+
+#include "core/error.h"
+
+namespace rinfer {
+
+namespace kc = kernels::cpu;
+
+Decoder::Decoder(const ModelConfig& cfg, ThreadPool& pool, TensorView embed, std::vector<DecoderLayer> layers,
+                 RMSNorm final_norm, Linear lm_head, KVCacheShape kv_shape)
+    : cfg_(cfg), pool_(pool), embed_(std::move(embed)), layers_(std::move(layers)), final_norm_(final_norm),
+      lm_head_(lm_head), kv_shape_(kv_shape) {
+  RINFER_CHECK(embed_.dtype == DType::F32 || embed_.dtype == DType::F16 || embed_.dtype == DType::BF16,
+               "token embeddings: unsupported dtype ", dtype_name(embed_.dtype));
+  RINFER_CHECK(embed_.shape.size() == 2 && embed_.shape[0] == cfg.vocab_size && embed_.shape[1] == cfg.hidden_size,
+               "token embeddings have shape ", shape_str(embed_.shape), ", expected [", cfg.vocab_size, ", ",
+               cfg.hidden_size, "]");
+}
+
+uint64_t Decoder::weight_bytes_per_token() const {
+  uint64_t n = lm_head_.bytes();
+  for (const auto& L : layers_) n += L.attn->weight_bytes() + L.ffn->weight_bytes_per_token();
+  return n;
+}
+
+void Decoder::forward(std::span<const BatchItem> batch, KVCache& kv, float* logits) {
+  const int64_t H = cfg_.hidden_size;
+  int64_t T = 0, max_ctx = 0;
+  for (const auto& item : batch) {
+    const int64_t end = item.start_pos + int64_t(item.tokens.size());
+    RINFER_CHECK(!item.tokens.empty(), "forward: empty sequence in batch");
+    RINFER_CHECK(int64_t(item.block_table.size()) * kv.block_size() >= end, "forward: block table covers fewer than ",
+                 end, " positions");
+    T += int64_t(item.tokens.size());
+    max_ctx = std::max(max_ctx, end);
+  }
+  if (int64_t(tok_pos_.size()) < T) {
+    tok_pos_.resize(size_t(T));
+    tok_item_.resize(size_t(T));
+  }
+  float* x = ws_.get(Workspace::kX, size_t(T * H));
+  float* h = ws_.get(Workspace::kH, size_t(T * H));
+  float* o = ws_.get(Workspace::kOut, size_t(T * H));
+  const size_t esz = dtype_size(embed_.dtype);
+  int64_t t = 0;
+  for (size_t b = 0; b < batch.size(); ++b)
+    for (size_t i = 0; i < batch[b].tokens.size(); ++i, ++t) {
+      const int32_t id = batch[b].tokens[i];
+      RINFER_CHECK(id >= 0 && id < cfg_.vocab_size, "token id ", id, " is outside the vocabulary [0, ",
+                   cfg_.vocab_size, ")");
+      tok_item_[t] = int64_t(b);
+      tok_pos_[t] = batch[b].start_pos + int64_t(i);
+      convert_to_f32(embed_.dtype, embed_.as<uint8_t>() + size_t(id) * H * esz, x + t * H, size_t(H));
+    }
+  ForwardContext ctx{batch, tok_pos_.data(), tok_item_.data(), T, max_ctx, &kv, &pool_, &ws_};
+  for (int64_t l = 0; l < int64_t(layers_.size()); ++l) {
+    DecoderLayer& L = layers_[size_t(l)];
+    L.attn_norm.forward(x, T, h);
+    L.attn->forward(h, ctx, l, o);
+    kc::add_inplace(x, o, T * H);
+    L.ffn_norm.forward(x, T, h);
+    L.ffn->forward(h, T, o, ws_, pool_);
+    kc::add_inplace(x, o, T * H);
+  }
+  // Only the rows that want logits go through the final norm and the head.
+  const int64_t rows = logit_rows(batch);
+  float* sel = ws_.get(Workspace::kSel, size_t(rows * H));
+  int64_t r = 0;
+  t = 0;
+  for (const auto& item : batch) {
+    const int64_t n = int64_t(item.tokens.size());
+    const int64_t first = item.all_logits ? t : t + n - 1;
+    const int64_t count = item.all_logits ? n : 1;
+    final_norm_.forward(x + first * H, count, sel + r * H);
+    r += count;
+    t += n;
+  }
+  lm_head_.forward(sel, rows, logits, pool_);
+}
+
+}  // namespace rinfer

@@ -1,0 +1,21 @@
+#include "model/feed_forward.h"
+
+namespace rinfer {
+
+GatedMLP GatedMLP::load(const WeightStore& w, const std::string& prefix, int64_t hidden, int64_t inter,
+                        const char* gate, const char* up, const char* down, bool bias) {
+  return GatedMLP(Linear::load(w, prefix + gate, hidden, inter, bias), Linear::load(w, prefix + up, hidden, inter, bias),
+                  Linear::load(w, prefix + down, inter, hidden, bias));
+}
+
+void GatedMLP::forward(const float* h, int64_t T, float* out, Workspace& ws, ThreadPool& pool) {
+  const int64_t I = gate_.out;
+  float* g = ws.get(Workspace::kGate, size_t(T * I));
+  float* u = ws.get(Workspace::kUp, size_t(T * I));
+  gate_.forward(h, T, g, pool);
+  up_.forward(h, T, u, pool);
+  kernels::cpu::silu_mul(g, u, g, T * I);
+  down_.forward(g, T, out, pool);
+}
+
+}  // namespace rinfer

@@ -1,0 +1,22 @@
+#pragma once
+// Reading rinfer tensors that are slices of fused HF tensors (W_pack,
+// query_key_value, dense_h_to_4h) or renamed ones: a family maps each rinfer
+// tensor to rows [row_offset, row_offset + rows) of an HF tensor whose full
+// shape it states, and this does the checked read.
+#include <string>
+
+#include "model/architecture.h"
+
+namespace rinfer {
+
+struct HfSource {
+  std::string name;     // HF tensor name
+  Shape full_shape;     // its expected shape
+  int64_t row_offset = 0;
+};
+
+// Rows [row0, row1) of `spec`, taken from src starting at src.row_offset, as f32.
+void read_rows_from(const io::SafetensorsCheckpoint& hf, const TensorSpec& spec, const HfSource& src, int64_t row0,
+                    int64_t row1, float* dst);
+
+}  // namespace rinfer

@@ -1,0 +1,105 @@
+#include "model/llama_layout.h"
+
+namespace rinfer {
+
+std::string layer_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + "."; }
+
+std::vector<TensorSpec> llama_global_specs(const ModelConfig& c) {
+  std::vector<TensorSpec> s;
+  s.push_back({"model.embed_tokens.weight", {c.vocab_size, c.hidden_size}, TensorRole::Embedding});
+  s.push_back({"model.norm.weight", {c.hidden_size}, TensorRole::Vector});
+  if (!c.tie_word_embeddings) s.push_back({"lm_head.weight", {c.vocab_size, c.hidden_size}, TensorRole::Matrix});
+  return s;
+}
+
+std::vector<TensorSpec> llama_attention_specs(const ModelConfig& c, int64_t layer) {
+  const int64_t H = c.hidden_size, D = c.head_dim;
+  const int64_t q_out = c.n_heads * D, kv_out = c.n_kv_heads * D;
+  const std::string p = layer_prefix(layer);
+  std::vector<TensorSpec> s;
+  s.push_back({p + "input_layernorm.weight", {H}, TensorRole::Vector});
+  s.push_back({p + "self_attn.q_proj.weight", {q_out, H}, TensorRole::Matrix});
+  s.push_back({p + "self_attn.k_proj.weight", {kv_out, H}, TensorRole::Matrix});
+  s.push_back({p + "self_attn.v_proj.weight", {kv_out, H}, TensorRole::Matrix});
+  if (c.qkv_bias) {
+    s.push_back({p + "self_attn.q_proj.bias", {q_out}, TensorRole::Vector});
+    s.push_back({p + "self_attn.k_proj.bias", {kv_out}, TensorRole::Vector});
+    s.push_back({p + "self_attn.v_proj.bias", {kv_out}, TensorRole::Vector});
+  }
+  s.push_back({p + "self_attn.o_proj.weight", {H, q_out}, TensorRole::Matrix});
+  if (c.o_bias) s.push_back({p + "self_attn.o_proj.bias", {H}, TensorRole::Vector});
+  s.push_back({p + "post_attention_layernorm.weight", {H}, TensorRole::Vector});
+  return s;
+}
+
+std::vector<TensorSpec> gated_mlp_specs(const std::string& prefix, int64_t hidden, int64_t inter, bool bias,
+                                        const char* gate, const char* up, const char* down) {
+  std::vector<TensorSpec> s;
+  s.push_back({prefix + gate + ".weight", {inter, hidden}, TensorRole::Matrix});
+  s.push_back({prefix + up + ".weight", {inter, hidden}, TensorRole::Matrix});
+  s.push_back({prefix + down + ".weight", {hidden, inter}, TensorRole::Matrix});
+  if (bias) {
+    s.push_back({prefix + gate + ".bias", {inter}, TensorRole::Vector});
+    s.push_back({prefix + up + ".bias", {inter}, TensorRole::Vector});
+    s.push_back({prefix + down + ".bias", {hidden}, TensorRole::Vector});
+  }
+  return s;
+}
+
+std::vector<TensorSpec> llama_tensor_specs(const ModelConfig& c, int64_t group) {
+  if (group == kGlobalGroup) return llama_global_specs(c);
+  auto s = llama_attention_specs(c, group);
+  auto m = gated_mlp_specs(layer_prefix(group) + "mlp.", c.hidden_size, c.intermediate_size, c.mlp_bias);
+  s.insert(s.end(), m.begin(), m.end());
+  return s;
+}
+
+std::unique_ptr<AttentionBlock> make_llama_attention(const ModelConfig& c, const WeightStore& w, int64_t layer,
+                                                     std::shared_ptr<const RotaryEmbedding> rope,
+                                                     std::vector<float> alibi) {
+  const int64_t H = c.hidden_size, D = c.head_dim;
+  const int64_t q_out = c.n_heads * D, kv_out = c.n_kv_heads * D;
+  const std::string p = layer_prefix(layer) + "self_attn.";
+  return std::make_unique<GqaAttention>(
+      GqaShape{H, c.n_heads, c.n_kv_heads, D}, Linear::load(w, p + "q_proj", H, q_out, c.qkv_bias),
+      Linear::load(w, p + "k_proj", H, kv_out, c.qkv_bias), Linear::load(w, p + "v_proj", H, kv_out, c.qkv_bias),
+      Linear::load(w, p + "o_proj", q_out, H, c.o_bias), std::move(rope), std::move(alibi));
+}
+
+std::unique_ptr<Model> make_llama_decoder(const ModelConfig& c, const WeightStore& w, ThreadPool& pool,
+                                          FfnFactory ffn, AttentionFactory attn, KVCacheShape kv_shape) {
+  auto rope = std::make_shared<const RotaryEmbedding>(c, c.head_dim, kernels::cpu::RopeStyle::RotateHalf);
+  if (!attn) attn = [&](int64_t l) { return make_llama_attention(c, w, l, rope); };
+  if (!ffn)
+    ffn = [&](int64_t l) {
+      return std::make_unique<GatedMLP>(
+          GatedMLP::load(w, layer_prefix(l) + "mlp.", c.hidden_size, c.intermediate_size, "gate_proj", "up_proj",
+                         "down_proj", c.mlp_bias));
+    };
+  if (kv_shape.n_layers == 0) kv_shape = {c.n_layers, c.n_kv_heads, c.head_dim};
+  std::vector<DecoderLayer> layers;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const std::string p = layer_prefix(l);
+    DecoderLayer L;
+    L.attn_norm = RMSNorm::load(w, p + "input_layernorm.weight", c.hidden_size, c.rms_norm_eps);
+    L.ffn_norm = RMSNorm::load(w, p + "post_attention_layernorm.weight", c.hidden_size, c.rms_norm_eps);
+    L.attn = attn(l);
+    L.ffn = ffn(l);
+    layers.push_back(std::move(L));
+  }
+  TensorView embed = w.get("model.embed_tokens.weight", {c.vocab_size, c.hidden_size});
+  Linear head;
+  if (c.tie_word_embeddings) {
+    head.weight = embed;
+    head.in = c.hidden_size;
+    head.out = c.vocab_size;
+  } else {
+    head = Linear::load(w, "lm_head", c.hidden_size, c.vocab_size, false);
+  }
+  return std::make_unique<Decoder>(c, pool, embed,
+                                   std::move(layers),
+                                   RMSNorm::load(w, "model.norm.weight", c.hidden_size, c.rms_norm_eps), head,
+                                   kv_shape);
+}
+
+}  // namespace rinfer

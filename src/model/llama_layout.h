@@ -1,0 +1,44 @@
+#pragma once
+// The Hugging Face LLaMA tensor layout and the builders for it. Most
+// families reuse it: Mistral and Qwen2 as is, MoE families for attention,
+// Baichuan and GLM after splitting their fused tensors into these names.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/architecture.h"
+#include "model/attention.h"
+#include "model/decoder.h"
+#include "model/feed_forward.h"
+
+namespace rinfer {
+
+std::string layer_prefix(int64_t layer);  // "model.layers.N."
+
+// embed_tokens, norm, lm_head (unless tied)
+std::vector<TensorSpec> llama_global_specs(const ModelConfig& c);
+// input_layernorm, q/k/v/o (+ biases per config), post_attention_layernorm
+std::vector<TensorSpec> llama_attention_specs(const ModelConfig& c, int64_t layer);
+// prefix + {gate,up,down}_proj.weight for a SwiGLU MLP of width `inter`
+std::vector<TensorSpec> gated_mlp_specs(const std::string& prefix, int64_t hidden, int64_t inter, bool bias = false,
+                                        const char* gate = "gate_proj", const char* up = "up_proj",
+                                        const char* down = "down_proj");
+// The whole dense LLaMA layout.
+std::vector<TensorSpec> llama_tensor_specs(const ModelConfig& c, int64_t group);
+
+std::unique_ptr<AttentionBlock> make_llama_attention(const ModelConfig& c, const WeightStore& w, int64_t layer,
+                                                     std::shared_ptr<const RotaryEmbedding> rope,
+                                                     std::vector<float> alibi = {});
+
+using FfnFactory = std::function<std::unique_ptr<FeedForwardBlock>(int64_t layer)>;
+using AttentionFactory = std::function<std::unique_ptr<AttentionBlock>(int64_t layer)>;
+
+// A Decoder with LLaMA globals and norms; attention and feed-forward per
+// layer from the factories (defaults: LLaMA GQA with rotate_half RoPE over
+// the full head, and the dense SwiGLU MLP).
+std::unique_ptr<Model> make_llama_decoder(const ModelConfig& c, const WeightStore& w, ThreadPool& pool,
+                                          FfnFactory ffn = {}, AttentionFactory attn = {},
+                                          KVCacheShape kv_shape = {});
+
+}  // namespace rinfer
