@@ -1,0 +1,135 @@
+#include "model/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace rinfer {
+
+namespace kc = kernels::cpu;
+
+void route_token(const MoeRouting& r, const float* logits, const float* bias, int32_t* experts, float* weights,
+                 float* scratch) {
+  const int64_t E = r.n_experts;
+  float* scores = scratch;          // what the weights come from
+  float* choice = scratch + E;      // what the selection uses
+  if (r.sigmoid) {
+    for (int64_t e = 0; e < E; ++e) scores[e] = 1.0f / (1.0f + std::exp(-logits[e]));
+  } else {
+    std::memcpy(scores, logits, size_t(E) * sizeof(float));
+    kc::softmax(scores, E);
+  }
+  for (int64_t e = 0; e < E; ++e) choice[e] = scores[e] + (bias ? bias[e] : 0.0f);
+  if (r.n_group > 1 && r.topk_group < r.n_group) {
+    // Keep only the experts of the topk_group best groups.
+    const int64_t per = E / r.n_group;
+    std::vector<std::pair<float, int64_t>> groups(size_t(r.n_group));
+    for (int64_t g = 0; g < r.n_group; ++g) {
+      const float* c = choice + g * per;
+      float best = -INFINITY, second = -INFINITY;
+      for (int64_t i = 0; i < per; ++i) {
+        if (c[i] > best) {
+          second = best;
+          best = c[i];
+        } else if (c[i] > second) {
+          second = c[i];
+        }
+      }
+      groups[size_t(g)] = {r.group_score_top2_sum ? best + second : best, g};
+    }
+    std::stable_sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (int64_t k = r.topk_group; k < r.n_group; ++k) {
+      float* c = choice + groups[size_t(k)].second * per;
+      for (int64_t i = 0; i < per; ++i) c[i] = -INFINITY;
+    }
+  }
+  // top-k by selection score; ties go to the lower expert id.
+  for (int64_t k = 0; k < r.top_k; ++k) {
+    int64_t best = -1;
+    for (int64_t e = 0; e < E; ++e) {
+      bool taken = false;
+      for (int64_t j = 0; j < k; ++j) taken |= experts[j] == e;
+      if (taken) continue;
+      if (best < 0 || choice[e] > choice[best]) best = e;
+    }
+    experts[k] = int32_t(best);
+    weights[k] = scores[best];
+  }
+  if (r.norm_topk_prob) {
+    double sum = 0;
+    for (int64_t k = 0; k < r.top_k; ++k) sum += weights[k];
+    const float inv = float(1.0 / (sum + 1e-20));
+    for (int64_t k = 0; k < r.top_k; ++k) weights[k] *= inv;
+  }
+  if (!(r.scale_only_unnormalized && r.norm_topk_prob))
+    for (int64_t k = 0; k < r.top_k; ++k) weights[k] *= r.routed_scaling;
+}
+
+MoeFeedForward::MoeFeedForward(MoeRouting routing, Linear router, const float* correction_bias,
+                               std::vector<GatedMLP> experts, std::unique_ptr<GatedMLP> shared, Linear shared_gate)
+    : r_(routing), router_(router), bias_(correction_bias), experts_(std::move(experts)), shared_(std::move(shared)),
+      shared_gate_(shared_gate), by_expert_(size_t(routing.n_experts)), counts_total_(size_t(routing.n_experts), 0) {
+  RINFER_CHECK(r_.n_experts > 0 && r_.top_k > 0 && r_.top_k <= r_.n_experts, "MoE: top_k ", r_.top_k,
+               " must be in [1, n_experts = ", r_.n_experts, "]");
+  RINFER_CHECK(int64_t(experts_.size()) == r_.n_experts, "MoE: expected ", r_.n_experts, " experts");
+  RINFER_CHECK(r_.n_group >= 1 && r_.n_experts % r_.n_group == 0 && r_.topk_group >= 1 && r_.topk_group <= r_.n_group,
+               "MoE: n_group ", r_.n_group, " must divide n_routed_experts ", r_.n_experts,
+               " and topk_group must be in [1, n_group]");
+}
+
+uint64_t MoeFeedForward::weight_bytes_per_token() const {
+  uint64_t n = router_.bytes() + uint64_t(r_.top_k) * experts_[0].weight_bytes_per_token();
+  if (shared_) n += shared_->weight_bytes_per_token() + shared_gate_.bytes();
+  return n;
+}
+
+void MoeFeedForward::forward(const float* h, int64_t T, float* out, Workspace& ws, ThreadPool& pool) {
+  const int64_t E = r_.n_experts, K = r_.top_k, H = router_.in;
+  float* logits = ws.get(Workspace::kRouter, size_t(T * E + 2 * E));
+  float* scratch = logits + T * E;
+  router_.forward(h, T, logits, pool);
+  sel_.resize(size_t(T * K));
+  sel_w_.resize(size_t(T * K));
+  for (auto& v : by_expert_) v.clear();
+  for (int64_t t = 0; t < T; ++t) {
+    route_token(r_, logits + t * E, bias_, sel_.data() + t * K, sel_w_.data() + t * K, scratch);
+    for (int64_t k = 0; k < K; ++k) by_expert_[size_t(sel_[t * K + k])].push_back({int32_t(t), sel_w_[t * K + k]});
+  }
+  std::memset(out, 0, size_t(T * H) * sizeof(float));
+  float* xin = ws.get(Workspace::kExpertIn, size_t(T * H));
+  float* xout = ws.get(Workspace::kExpertOut, size_t(T * H));
+  // Each expert runs once over all of its tokens: a batch of rows, so prefill
+  // and many-sequence decode get matrix-matrix work per expert.
+  for (int64_t e = 0; e < E; ++e) {
+    const auto& rows = by_expert_[size_t(e)];
+    if (rows.empty()) continue;
+    counts_total_[size_t(e)] += rows.size();
+    const int64_t n = int64_t(rows.size());
+    for (int64_t i = 0; i < n; ++i) std::memcpy(xin + i * H, h + int64_t(rows[i].first) * H, size_t(H) * sizeof(float));
+    experts_[size_t(e)].forward(xin, n, xout, ws, pool);
+    for (int64_t i = 0; i < n; ++i) {
+      float* o = out + int64_t(rows[i].first) * H;
+      const float wgt = rows[i].second;
+      const float* y = xout + i * H;
+      for (int64_t d = 0; d < H; ++d) o[d] += wgt * y[d];
+    }
+  }
+  if (shared_) {
+    float* s = ws.get(Workspace::kShared, size_t(T * H));
+    shared_->forward(h, T, s, ws, pool);
+    if (shared_gate_.weight.data) {
+      float* g = ws.get(Workspace::kMla0, size_t(T));
+      shared_gate_.forward(h, T, g, pool);
+      for (int64_t t = 0; t < T; ++t) {
+        const float gate = 1.0f / (1.0f + std::exp(-g[t]));
+        for (int64_t d = 0; d < H; ++d) out[t * H + d] += gate * s[t * H + d];
+      }
+    } else {
+      kc::add_inplace(out, s, T * H);
+    }
+  }
+}
+
+}  // namespace rinfer

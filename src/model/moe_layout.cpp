@@ -1,0 +1,68 @@
+#include "model/moe_layout.h"
+
+#include "model/llama_layout.h"
+
+namespace rinfer {
+
+std::vector<TensorSpec> moe_specs(const std::string& p, const MoeRouting& r, const MoeShape& s, const MoeNames& n) {
+  std::vector<TensorSpec> out;
+  // Routers stay in f32: a rounded score can flip which expert is chosen.
+  out.push_back({p + n.router + ".weight", {r.n_experts, s.hidden}, TensorRole::Vector});
+  if (!n.correction_bias.empty()) out.push_back({p + n.correction_bias, {r.n_experts}, TensorRole::Vector});
+  for (int64_t e = 0; e < r.n_experts; ++e) {
+    auto m = gated_mlp_specs(p + "experts." + std::to_string(e) + ".", s.hidden, s.expert_inter, false, n.gate, n.up,
+                             n.down);
+    out.insert(out.end(), m.begin(), m.end());
+  }
+  if (!n.shared.empty()) {
+    auto m = gated_mlp_specs(p + n.shared + ".", s.hidden, s.shared_inter);
+    out.insert(out.end(), m.begin(), m.end());
+  }
+  if (!n.shared_gate.empty()) out.push_back({p + n.shared_gate + ".weight", {1, s.hidden}, TensorRole::Vector});
+  return out;
+}
+
+std::unique_ptr<FeedForwardBlock> make_moe(const WeightStore& w, const std::string& p, const MoeRouting& r,
+                                           const MoeShape& s, const MoeNames& n) {
+  Linear router = Linear::load(w, p + n.router, s.hidden, r.n_experts, false);
+  const float* bias = n.correction_bias.empty() ? nullptr : w.get_f32(p + n.correction_bias, {r.n_experts});
+  std::vector<GatedMLP> experts;
+  for (int64_t e = 0; e < r.n_experts; ++e)
+    experts.push_back(
+        GatedMLP::load(w, p + "experts." + std::to_string(e) + ".", s.hidden, s.expert_inter, n.gate, n.up, n.down));
+  std::unique_ptr<GatedMLP> shared;
+  if (!n.shared.empty()) shared = std::make_unique<GatedMLP>(GatedMLP::load(w, p + n.shared + ".", s.hidden, s.shared_inter));
+  Linear shared_gate;
+  if (!n.shared_gate.empty()) shared_gate = Linear::load(w, p + n.shared_gate, s.hidden, 1, false);
+  return std::make_unique<MoeFeedForward>(r, router, bias, std::move(experts), std::move(shared), shared_gate);
+}
+
+nlohmann::json moe_to_json(const MoeRouting& r, const MoeShape& s) {
+  return {{"n_experts", r.n_experts},
+          {"top_k", r.top_k},
+          {"sigmoid", r.sigmoid},
+          {"norm_topk_prob", r.norm_topk_prob},
+          {"routed_scaling", r.routed_scaling},
+          {"scale_only_unnormalized", r.scale_only_unnormalized},
+          {"n_group", r.n_group},
+          {"topk_group", r.topk_group},
+          {"group_score_top2_sum", r.group_score_top2_sum},
+          {"expert_intermediate", s.expert_inter},
+          {"shared_intermediate", s.shared_inter}};
+}
+
+void moe_from_json(const nlohmann::json& j, MoeRouting& r, MoeShape& s) {
+  r.n_experts = j.at("n_experts").get<int64_t>();
+  r.top_k = j.at("top_k").get<int64_t>();
+  r.sigmoid = j.at("sigmoid").get<bool>();
+  r.norm_topk_prob = j.at("norm_topk_prob").get<bool>();
+  r.routed_scaling = j.at("routed_scaling").get<float>();
+  r.scale_only_unnormalized = j.at("scale_only_unnormalized").get<bool>();
+  r.n_group = j.at("n_group").get<int64_t>();
+  r.topk_group = j.at("topk_group").get<int64_t>();
+  r.group_score_top2_sum = j.at("group_score_top2_sum").get<bool>();
+  s.expert_inter = j.at("expert_intermediate").get<int64_t>();
+  s.shared_inter = j.at("shared_intermediate").get<int64_t>();
+}
+
+}  // namespace rinfer

@@ -1,0 +1,36 @@
+#pragma once
+// Tensor specs and builders for MoE feed-forward layers in HF layouts:
+// router "<prefix><router>.weight" [E, H] (kept in f32), experts
+// "<prefix>experts.<e>.<gate|up|down>", optional shared experts and gate.
+#include <string>
+#include <vector>
+
+#include "model/architecture.h"
+#include "model/moe.h"
+
+namespace rinfer {
+
+struct MoeNames {
+  std::string router = "gate";           // router weight name under the prefix
+  const char* gate = "gate_proj";        // expert projections
+  const char* up = "up_proj";
+  const char* down = "down_proj";
+  std::string shared;                    // shared-expert prefix ("shared_expert", "shared_experts") or empty
+  std::string shared_gate;               // sigmoid gate of the shared expert or empty
+  std::string correction_bias;           // selection bias name under the prefix or empty
+};
+
+struct MoeShape {
+  int64_t hidden = 0, expert_inter = 0, shared_inter = 0;
+};
+
+std::vector<TensorSpec> moe_specs(const std::string& prefix, const MoeRouting& r, const MoeShape& s,
+                                  const MoeNames& n);
+std::unique_ptr<FeedForwardBlock> make_moe(const WeightStore& w, const std::string& prefix, const MoeRouting& r,
+                                           const MoeShape& s, const MoeNames& n);
+
+// MoE hyper-parameters are kept in ModelConfig::family under these keys.
+nlohmann::json moe_to_json(const MoeRouting& r, const MoeShape& s);
+void moe_from_json(const nlohmann::json& j, MoeRouting& r, MoeShape& s);
+
+}  // namespace rinfer
