@@ -72,7 +72,7 @@ ConvertStats convert_tensors(const HfCheckpoint& hf, const ConvertOptions& opts,
   if (tty) std::fprintf(stderr, "\n");
   for (const auto& n : names) {
     if (const auto* e = hf.tensors->find(n)) stats.bytes_in += e->end - e->begin;
-    if (!used.count(n) && !hf.arch->ignored_hf_tensor(n)) stats.unused_hf_tensors.push_back(n);
+    if (!used.count(n) && !hf.arch->ignored_hf_tensor(hf.config, n)) stats.unused_hf_tensors.push_back(n);
   }
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return stats;

@@ -48,7 +48,7 @@ class Architecture {
   virtual void read_hf_rows(const ModelConfig& cfg, const TensorSpec& spec, const io::SafetensorsCheckpoint& hf,
                             int64_t row0, int64_t row1, float* dst) const;
   // HF tensors the converter drops on purpose (e.g. stored rotary caches).
-  virtual bool ignored_hf_tensor(const std::string& name) const { return false; }
+  virtual bool ignored_hf_tensor(const ModelConfig& cfg, const std::string& name) const { return false; }
   virtual std::unique_ptr<Model> create(const ModelConfig& cfg, const WeightStore& weights,
                                         ThreadPool& pool) const = 0;
 };

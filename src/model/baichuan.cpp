@@ -71,7 +71,7 @@ class BaichuanArchitecture : public Architecture {
       }
     }
   }
-  bool ignored_hf_tensor(const std::string& name) const override {
+  bool ignored_hf_tensor(const ModelConfig&, const std::string& name) const override {
     return name.find("rotary_emb.inv_freq") != std::string::npos;
   }
   std::unique_ptr<Model> create(const ModelConfig& c, const WeightStore& w, ThreadPool& pool) const override {

@@ -61,7 +61,7 @@ class ChatGlmArchitecture : public Architecture {
     read_rows_from(hf, spec, source(c, spec.name), row0, row1, dst);
   }
 
-  bool ignored_hf_tensor(const std::string& name) const override {
+  bool ignored_hf_tensor(const ModelConfig&, const std::string& name) const override {
     return name.find("rotary_pos_emb.inv_freq") != std::string::npos;
   }
 

@@ -1,5 +1,6 @@
 #include "model/layers.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -30,7 +31,24 @@ std::vector<float> rope_inv_freq(double theta, int64_t rot_dim, const RopeScalin
     float expo = float(2 * i) / float(rot_dim);
     inv[i] = float(1.0 / std::pow(theta, double(expo)));
   }
-  if (s.type == "linear") {
+  if (s.type == "yarn") {
+    // DeepSeek's YaRN: blend interpolated (f / factor) and original
+    // frequencies with a linear ramp between the dims that rotate beta_fast
+    // and beta_slow times over the original context.
+    auto correction_dim = [&](double rotations) {
+      return (double(rot_dim) * std::log(double(s.original_max_position) / (rotations * 2 * M_PI))) /
+             (2 * std::log(theta));
+    };
+    double low = std::max(std::floor(correction_dim(s.beta_fast)), 0.0);
+    double high = std::min(std::ceil(correction_dim(s.beta_slow)), double(rot_dim - 1));
+    if (low == high) high += 0.001;
+    for (int64_t i = 0; i < rot_dim / 2; ++i) {
+      float ramp = std::clamp(float((float(i) - float(low)) / float(high - low)), 0.0f, 1.0f);
+      float extrapolation = 1.0f - ramp;  // share of the original frequency
+      float f = inv[size_t(i)];
+      inv[size_t(i)] = float(f / s.factor) * (1.0f - extrapolation) + f * extrapolation;
+    }
+  } else if (s.type == "linear") {
     for (auto& f : inv) f = float(f / s.factor);
   } else if (s.type == "llama3") {
     const double old_ctx = double(s.original_max_position);
@@ -55,6 +73,9 @@ RotaryEmbedding::RotaryEmbedding(const ModelConfig& cfg, int64_t rot_dim, kernel
       max_pos_(cfg.rope_scaling.original_max_position > 0 ? cfg.rope_scaling.original_max_position
                                                            : cfg.max_position_embeddings) {
   inv_freq_ = rope_inv_freq(theta_, rot_dim_, scaling_);
+  if (scaling_.type == "yarn")
+    mscale_ = float(yarn_get_mscale(scaling_.factor, scaling_.mscale) /
+                    yarn_get_mscale(scaling_.factor, scaling_.mscale_all_dim));
 }
 
 void RotaryEmbedding::apply(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, int64_t seq_len) const {
@@ -68,7 +89,7 @@ void RotaryEmbedding::apply(float* x, int64_t n_heads, int64_t head_dim, int64_t
     kernels::cpu::rope(x, int(n_heads), int(head_dim), int(rot_dim_), pos, inv.data(), style_, 1.0f);
     return;
   }
-  kernels::cpu::rope(x, int(n_heads), int(head_dim), int(rot_dim_), pos, inv_freq_.data(), style_, 1.0f);
+  kernels::cpu::rope(x, int(n_heads), int(head_dim), int(rot_dim_), pos, inv_freq_.data(), style_, mscale_);
 }
 
 }  // namespace rinfer

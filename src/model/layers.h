@@ -53,6 +53,7 @@ class RotaryEmbedding {
   double theta_ = 10000.0;
   RopeScaling scaling_;
   int64_t max_pos_ = 0;
+  float mscale_ = 1.0f;  // multiplies cos and sin (YaRN)
 };
 
 // Inverse frequencies 1 / theta^(2i/d), i < rot_dim/2, with linear / llama3

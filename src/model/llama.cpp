@@ -76,7 +76,7 @@ class LlamaArchitecture : public Architecture {
   std::vector<TensorSpec> tensor_specs(const ModelConfig& c, int64_t group) const override {
     return llama_tensor_specs(c, group);
   }
-  bool ignored_hf_tensor(const std::string& name) const override {
+  bool ignored_hf_tensor(const ModelConfig&, const std::string& name) const override {
     return name.find("rotary_emb.inv_freq") != std::string::npos;
   }
   std::unique_ptr<Model> create(const ModelConfig& c, const WeightStore& w, ThreadPool& pool) const override {

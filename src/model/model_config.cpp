@@ -1,5 +1,7 @@
 #include "model/model_config.h"
 
+#include <cmath>
+
 #include "core/error.h"
 
 namespace rinfer {
@@ -50,6 +52,8 @@ std::vector<int32_t> get_id_list(const json& cfg, const char* key) {
 }
 }  // namespace hf
 
+double yarn_get_mscale(double factor, double m) { return factor <= 1.0 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; }
+
 json ModelConfig::to_json() const {
   return json{{"architecture", architecture},
               {"vocab_size", vocab_size},
@@ -66,7 +70,11 @@ json ModelConfig::to_json() const {
                 {"factor", rope_scaling.factor},
                 {"low_freq_factor", rope_scaling.low_freq_factor},
                 {"high_freq_factor", rope_scaling.high_freq_factor},
-                {"original_max_position", rope_scaling.original_max_position}}},
+                {"original_max_position", rope_scaling.original_max_position},
+                {"beta_fast", rope_scaling.beta_fast},
+                {"beta_slow", rope_scaling.beta_slow},
+                {"mscale", rope_scaling.mscale},
+                {"mscale_all_dim", rope_scaling.mscale_all_dim}}},
               {"max_position_embeddings", max_position_embeddings},
               {"tie_word_embeddings", tie_word_embeddings},
               {"qkv_bias", qkv_bias},
@@ -96,6 +104,10 @@ ModelConfig ModelConfig::from_json(const json& j) {
     c.rope_scaling.low_freq_factor = rs.at("low_freq_factor").get<double>();
     c.rope_scaling.high_freq_factor = rs.at("high_freq_factor").get<double>();
     c.rope_scaling.original_max_position = rs.at("original_max_position").get<int64_t>();
+    c.rope_scaling.beta_fast = rs.value("beta_fast", 32.0);
+    c.rope_scaling.beta_slow = rs.value("beta_slow", 1.0);
+    c.rope_scaling.mscale = rs.value("mscale", 1.0);
+    c.rope_scaling.mscale_all_dim = rs.value("mscale_all_dim", 0.0);
     c.max_position_embeddings = j.at("max_position_embeddings").get<int64_t>();
     c.tie_word_embeddings = j.at("tie_word_embeddings").get<bool>();
     c.qkv_bias = j.at("qkv_bias").get<bool>();

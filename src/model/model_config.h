@@ -11,12 +11,17 @@
 namespace rinfer {
 
 struct RopeScaling {
-  std::string type = "none";  // none | linear | dynamic | llama3
+  std::string type = "none";  // none | linear | dynamic | llama3 | yarn (DeepSeek's)
   double factor = 1.0;
   double low_freq_factor = 1.0;   // llama3
   double high_freq_factor = 4.0;  // llama3
-  int64_t original_max_position = 0;  // llama3 (and dynamic: defaults to max_position_embeddings)
+  int64_t original_max_position = 0;  // llama3, yarn (and dynamic: defaults to max_position_embeddings)
+  double beta_fast = 32.0, beta_slow = 1.0;     // yarn: rotation counts bounding the frequency ramp
+  double mscale = 1.0, mscale_all_dim = 0.0;    // yarn: magnitude corrections
 };
+
+// YaRN's magnitude correction 0.1 * m * ln(factor) + 1 (1 when factor <= 1).
+double yarn_get_mscale(double factor, double m);
 
 struct ModelConfig {
   std::string architecture;  // Hugging Face class name, e.g. "LlamaForCausalLM"

@@ -40,9 +40,10 @@ void route_token(const MoeRouting& r, const float* logits, const float* bias, in
       groups[size_t(g)] = {r.group_score_top2_sum ? best + second : best, g};
     }
     std::stable_sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    // HF masks the dropped groups with 0.0 (masked_fill), not -inf; copy that.
     for (int64_t k = r.topk_group; k < r.n_group; ++k) {
       float* c = choice + groups[size_t(k)].second * per;
-      for (int64_t i = 0; i < per; ++i) c[i] = -INFINITY;
+      for (int64_t i = 0; i < per; ++i) c[i] = 0.0f;
     }
   }
   // top-k by selection score; ties go to the lower expert id.

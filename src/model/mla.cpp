@@ -1,0 +1,104 @@
+#include "model/mla.h"
+
+#include <cstring>
+
+#include "core/error.h"
+#include "kernels/cpu/latent_attention.h"
+
+namespace rinfer {
+
+namespace kc = kernels::cpu;
+
+MlaAttention::MlaAttention(const MlaShape& s, const WeightStore& w, const std::string& p, double eps,
+                           std::shared_ptr<const RotaryEmbedding> rope, float softmax_scale)
+    : s_(s), rope_(std::move(rope)), scale_(softmax_scale) {
+  const int64_t qk = s.nope_dim + s.rope_dim;
+  if (s.q_lora_rank > 0) {
+    q_a_ = Linear::load(w, p + "q_a_proj", s.hidden, s.q_lora_rank, false);
+    q_a_norm_ = RMSNorm::load(w, p + "q_a_layernorm.weight", s.q_lora_rank, eps);
+    q_b_ = Linear::load(w, p + "q_b_proj", s.q_lora_rank, s.n_heads * qk, false);
+  } else {
+    q_proj_ = Linear::load(w, p + "q_proj", s.hidden, s.n_heads * qk, false);
+  }
+  kv_a_ = Linear::load(w, p + "kv_a_proj_with_mqa", s.hidden, s.kv_lora_rank + s.rope_dim, false);
+  kv_a_norm_ = RMSNorm::load(w, p + "kv_a_layernorm.weight", s.kv_lora_rank, eps);
+  kv_b_ = Linear::load(w, p + "kv_b_proj", s.kv_lora_rank, s.n_heads * (s.nope_dim + s.v_dim), false);
+  o_ = Linear::load(w, p + "o_proj", s.n_heads * s.v_dim, s.hidden, false);
+  // Repack the K half of kv_b ([nope, latent] per head) transposed, so the
+  // absorption q_lat = W_uk^T q_nope is a plain matmul with [latent, nope] rows.
+  const DType dt = kv_b_.weight.dtype;
+  const size_t esz = dtype_size(dt);
+  w_uk_t_ = Buffer(size_t(s.n_heads * s.kv_lora_rank * s.nope_dim) * esz);
+  const auto* src = kv_b_.weight.as<uint8_t>();
+  auto* dst = w_uk_t_.as<uint8_t>();
+  for (int64_t h = 0; h < s.n_heads; ++h)
+    for (int64_t i = 0; i < s.nope_dim; ++i)
+      for (int64_t c = 0; c < s.kv_lora_rank; ++c) {
+        const size_t from = size_t((h * (s.nope_dim + s.v_dim) + i) * s.kv_lora_rank + c);
+        const size_t to = size_t((h * s.kv_lora_rank + c) * s.nope_dim + i);
+        std::memcpy(dst + to * esz, src + from * esz, esz);
+      }
+}
+
+uint64_t MlaAttention::weight_bytes() const {
+  return q_a_.bytes() + q_b_.bytes() + q_proj_.bytes() + kv_a_.bytes() + kv_b_.bytes() + o_.bytes();
+}
+
+void MlaAttention::forward(const float* h, const ForwardContext& ctx, int64_t layer, float* out) {
+  const int64_t T = ctx.n_tokens, NH = s_.n_heads, L = s_.kv_lora_rank, R = s_.rope_dim, N = s_.nope_dim,
+                V = s_.v_dim, QK = N + R, ROW = L + R;
+  Workspace& ws = *ctx.ws;
+  ThreadPool& pool = *ctx.pool;
+  float* q = ws.get(Workspace::kQ, size_t(T * NH * QK));
+  float* kv = ws.get(Workspace::kK, size_t(T * ROW));
+  float* qlat = ws.get(Workspace::kMla1, size_t(T * NH * ROW));  // [c-space query | rope query] per head
+  float* olat = ws.get(Workspace::kMla2, size_t(T * NH * L));
+  float* attn = ws.get(Workspace::kAttn, size_t(T * NH * V));
+  float* scores = ws.get(Workspace::kScores, size_t(pool.size()) * size_t(ctx.max_ctx));
+  if (s_.q_lora_rank > 0) {
+    float* qa = ws.get(Workspace::kMla0, size_t(T * s_.q_lora_rank));
+    q_a_.forward(h, T, qa, pool);
+    q_a_norm_.forward(qa, T, qa);
+    q_b_.forward(qa, T, q, pool);
+  } else {
+    q_proj_.forward(h, T, q, pool);
+  }
+  kv_a_.forward(h, T, kv, pool);
+  KVCache& cache = *ctx.kv;
+  kc::PagedKV pkv = cache.layer(layer);
+  RINFER_ASSERT(pkv.head_dim == ROW && pkv.n_kv_heads == 1);
+  const int64_t bs = cache.block_size();
+  for (int64_t t = 0; t < T; ++t) {
+    const BatchItem& item = ctx.batch[size_t(ctx.tok_item[t])];
+    const int64_t pos = ctx.tok_pos[t];
+    const int64_t seq_len = item.start_pos + int64_t(item.tokens.size());
+    float* row = kv + t * ROW;
+    kv_a_norm_.forward(row, 1, row);  // normalizes the latent part only (first L values)
+    rope_->apply(row + L, 1, R, pos, seq_len);
+    for (int64_t hd = 0; hd < NH; ++hd) {
+      float* qh = q + (t * NH + hd) * QK;
+      rope_->apply(qh + N, 1, R, pos, seq_len);
+      std::memcpy(qlat + (t * NH + hd) * ROW + L, qh + N, size_t(R) * sizeof(float));
+    }
+    const int64_t slot = int64_t(item.block_table[size_t(pos / bs)]) * bs + pos % bs;
+    kc::store_latent(pkv, slot, row);
+  }
+  // Absorb: q_lat[t, h] = W_uk[h]^T q_nope[t, h], one matmul per head over all tokens.
+  const size_t esz = dtype_size(kv_b_.weight.dtype);
+  for (int64_t hd = 0; hd < NH; ++hd)
+    kc::matmul(q + hd * QK, T, N, NH * QK, w_uk_t_.as<uint8_t>() + size_t(hd * L * N) * esz, kv_b_.weight.dtype, L,
+               nullptr, qlat + hd * ROW, NH * ROW, pool);
+  pool.run(T * NH, [&](int64_t task, int thread) {
+    const int64_t tok = task / NH;
+    const BatchItem& item = ctx.batch[size_t(ctx.tok_item[tok])];
+    kc::latent_attention_head(qlat + task * ROW, pkv, item.block_table.data(), ctx.tok_pos[tok] + 1, int(L), scale_,
+                              olat + task * L, scores + int64_t(thread) * ctx.max_ctx);
+  });
+  // Expand: v[t, h] = W_uv[h] o_lat[t, h], W_uv[h] being rows of kv_b.
+  for (int64_t hd = 0; hd < NH; ++hd)
+    kc::matmul(olat + hd * L, T, L, NH * L, kv_b_.weight.as<uint8_t>() + size_t((hd * (N + V) + N) * L) * esz,
+               kv_b_.weight.dtype, V, nullptr, attn + hd * V, NH * V, pool);
+  o_.forward(attn, T, out, pool);
+}
+
+}  // namespace rinfer
