@@ -11,6 +11,15 @@
 //          (200 GFLOP/s per thread, AVX-512 FMA peak of this class of CPU).
 // membw/*  plain AVX-512 read of the arena: the machine's read bandwidth now,
 //          to put the gemv numbers in context (the VM's bandwidth varies).
+// qgemv/*  decode matmul_q on quantized weights (Q8/Q4, group 32/128, f16
+//          scales), cold like gemv/*. bytes_per_second counts the quantized
+//          weight + scale bytes; bw_frac = that / the read bandwidth of
+//          /work/shared/tools/membw.c measured in the same session, passed as
+//          RINFER_MEMBW_GBS_1 / RINFER_MEMBW_GBS_2 (defaults 15.9 / 30.5, this
+//          VM on the day these kernels were written). The label is the path.
+// qgemm/*  prefill matmul_q (W8A8/W4A8 VNNI on AVX-512); OP/s = 2 M N K per
+//          second, peak_frac = OP/s / (RINFER_VNNI_GOPS per thread, default
+//          648, membw.c's "int8 vnni zmm" figure).
 // attention/*, ops/*: the other kernels at model sizes.
 //
 // Environment: RINFER_BENCH_ARENA_MB (default 1536) sizes the cold arena.
@@ -102,6 +111,55 @@ void run_matmul(benchmark::State& st, int64_t M, int64_t K, int64_t N, DType dt,
     st.counters["peak_frac"] = benchmark::Counter(flops / (kPeakFlopsPerThread * threads),
                                                   benchmark::Counter::kIsIterationInvariantRate);
   st.SetLabel(kc::isa_name(kc::active_isa()));
+}
+
+// ---------------------------------------------------------------- quantized matmul
+double env_or(const char* name, double dflt) {
+  const char* e = std::getenv(name);
+  return e ? std::strtod(e, nullptr) : dflt;
+}
+
+void run_matmul_q(benchmark::State& st, int64_t M, int64_t K, int64_t N, kc::QuantType qt, int64_t gs, int threads,
+                  bool cold) {
+  kc::QuantizedWeight w;
+  w.type = qt;
+  w.N = N;
+  w.K = K;
+  w.group_size = gs;
+  w.scale_dtype = DType::F16;
+  const size_t dbytes = kc::quant_data_bytes(qt, N, K), sbytes = kc::quant_scale_bytes(N, K, gs, DType::F16);
+  const size_t stride = (dbytes + sbytes + 4095) / 4096 * 4096;
+  auto& ar = arena();  // any bytes are valid quants; the arena's 16-bit values are valid f16 scales
+  const size_t copies = cold ? std::max<size_t>(1, ar.size() / stride) : 1;
+  if (cold && copies < 4) st.SkipWithError("arena too small for a cold run of this shape");
+  auto x = random_vec(size_t(M * K), 1);
+  std::vector<float> y(size_t(M * N));
+  auto& p = pool(threads);
+  const auto* base = static_cast<const uint8_t*>(ar.data());
+  auto at = [&](size_t i) {
+    w.data = base + (i % copies) * stride;
+    w.scales = base + (i % copies) * stride + dbytes;
+  };
+  at(0);
+  kc::matmul_q(x.data(), M, K, K, w, nullptr, y.data(), N, p);
+  size_t i = 0;
+  for (auto _ : st) {
+    at(i++);
+    kc::matmul_q(x.data(), M, K, K, w, nullptr, y.data(), N, p);
+    benchmark::ClobberMemory();
+  }
+  st.SetBytesProcessed(int64_t(st.iterations()) * int64_t(dbytes + sbytes));
+  const double ops = 2.0 * double(M) * double(N) * double(K);
+  st.counters["OP/s"] = benchmark::Counter(ops, benchmark::Counter::kIsIterationInvariantRate);
+  if (M <= kc::quant_gemv_max_m()) {
+    const double bw = env_or(threads == 1 ? "RINFER_MEMBW_GBS_1" : "RINFER_MEMBW_GBS_2", threads == 1 ? 15.9 : 30.5);
+    st.counters["bw_frac"] =
+        benchmark::Counter(double(dbytes + sbytes) / (bw * 1e9), benchmark::Counter::kIsIterationInvariantRate);
+  } else {
+    st.counters["peak_frac"] = benchmark::Counter(ops / (env_or("RINFER_VNNI_GOPS", 648) * 1e9 * threads),
+                                                  benchmark::Counter::kIsIterationInvariantRate);
+  }
+  st.SetLabel(std::string(kc::isa_name(kc::active_isa())) + " " + kc::matmul_q_path(M, w));
 }
 
 // ---------------------------------------------------------------- memory read roofline
@@ -262,6 +320,45 @@ void register_all() {
     if (best > kc::Isa::Avx2)
       reg("gemm/bf16/M512xK2048xN2048/avx2/threads:" + std::to_string(threads),
           [=](benchmark::State& st) { run_matmul(st, 512, 2048, 2048, DType::BF16, threads, false); }, kc::Isa::Avx2);
+  }
+  for (int threads : {1, 2})
+    for (kc::QuantType qt : {kc::QuantType::Q8, kc::QuantType::Q4})
+      for (int64_t gs : {32, 128})
+        for (const auto& s : decode) {
+          std::string name = std::string("qgemv/cold/") + kc::quant_type_name(qt) + "g" + std::to_string(gs) + "/" +
+                             s.what + "/K" + std::to_string(s.K) + "xN" + std::to_string(s.N) +
+                             "/threads:" + std::to_string(threads);
+          reg(name, [=](benchmark::State& st) { run_matmul_q(st, 1, s.K, s.N, qt, gs, threads, true); }, best);
+        }
+  for (int threads : {1, 2}) {
+    for (kc::QuantType qt : {kc::QuantType::Q8, kc::QuantType::Q4}) {
+      const std::string q = kc::quant_type_name(qt);
+      // the other decode variant than Auto picks, for comparison
+      const kc::QuantDecode other =
+          qt == kc::QuantType::Q8 ? kc::QuantDecode::Int8Activations : kc::QuantDecode::WeightOnly;
+      for (int64_t gs : {32, 128})
+        reg("qgemv/cold/" + q + "g" + std::to_string(gs) + "/gate_up/K2048xN5632/other_decode/threads:" +
+                std::to_string(threads),
+            [=](benchmark::State& st) {
+              kc::set_quant_decode(other);
+              run_matmul_q(st, 1, 2048, 5632, qt, gs, threads, true);
+              kc::set_quant_decode(kc::QuantDecode::Auto);
+            },
+            best);
+      reg("qgemv/cold/" + q + "g32/M4/gate_up/K2048xN5632/threads:" + std::to_string(threads),
+          [=](benchmark::State& st) { run_matmul_q(st, 4, 2048, 5632, qt, 32, threads, true); }, best);
+      for (int64_t gs : {32, 128})
+        reg("qgemm/" + q + "g" + std::to_string(gs) + "/M512xK2048xN2048/threads:" + std::to_string(threads),
+            [=](benchmark::State& st) { run_matmul_q(st, 512, 2048, 2048, qt, gs, threads, false); }, best);
+      reg("qgemm/" + q + "g32/M128xK2048xN5632/threads:" + std::to_string(threads),
+          [=](benchmark::State& st) { run_matmul_q(st, 128, 2048, 5632, qt, 32, threads, false); }, best);
+      if (best > kc::Isa::Avx2) {
+        reg("qgemv/cold/" + q + "g32/gate_up/K2048xN5632/avx2/threads:" + std::to_string(threads),
+            [=](benchmark::State& st) { run_matmul_q(st, 1, 2048, 5632, qt, 32, threads, true); }, kc::Isa::Avx2);
+        reg("qgemm/" + q + "g32/M512xK2048xN2048/avx2/threads:" + std::to_string(threads),
+            [=](benchmark::State& st) { run_matmul_q(st, 512, 2048, 2048, qt, 32, threads, false); }, kc::Isa::Avx2);
+      }
+    }
   }
   for (int threads : {1, 2})
     reg("membw/read/threads:" + std::to_string(threads), [=](benchmark::State& st) { BM_MemRead(st, threads); }, best);

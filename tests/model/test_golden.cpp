@@ -3,6 +3,7 @@
 // bound, for the prompt, for every teacher-forced decode step, and give the
 // same greedy continuation.
 #include <cmath>
+#include <set>
 
 #include "core/thread_pool.h"
 #include "runtime/generator.h"
@@ -70,10 +71,25 @@ TEST_P(GoldenTest, F32LogitsAndGreedyMatchReference) {
   EXPECT_EQ(kv.n_free_blocks(), kv.n_blocks()) << "blocks leaked";
 }
 
-INSTANTIATE_TEST_SUITE_P(Llama, GoldenTest,
-                         ::testing::Values(GoldenCase{"llama", 1}, GoldenCase{"llama", 2},
-                                           GoldenCase{"llama3_rope_scaling", 2}, GoldenCase{"qwen2", 2}),
-                         [](const auto& info) { return info.param.folder + "_t" + std::to_string(info.param.threads); });
+INSTANTIATE_TEST_SUITE_P(
+    AllFamilies, GoldenTest,
+    ::testing::Values(GoldenCase{"llama", 1}, GoldenCase{"llama", 2}, GoldenCase{"llama3_rope_scaling", 2},
+                      GoldenCase{"qwen2", 2}, GoldenCase{"mixtral", 2}, GoldenCase{"qwen2_moe", 2},
+                      GoldenCase{"baichuan_7b_rope", 2}, GoldenCase{"baichuan_13b_alibi", 2},
+                      GoldenCase{"chatglm_glm4", 2}, GoldenCase{"deepseek_moe", 2}, GoldenCase{"deepseek_v2", 2},
+                      GoldenCase{"deepseek_v2_lite", 1}, GoldenCase{"deepseek_v3", 2},
+                      GoldenCase{"deepseek_v3_grouped", 2}),
+    [](const auto& info) { return info.param.folder + "_t" + std::to_string(info.param.threads); });
+
+// Every folder of the golden set is covered above: a new folder must be added.
+TEST(GoldenSet, EveryFolderIsTested) {
+  const std::set<std::string> tested = {"llama",         "llama3_rope_scaling", "qwen2",          "mixtral",
+                                        "qwen2_moe",     "baichuan_7b_rope",    "baichuan_13b_alibi", "chatglm_glm4",
+                                        "deepseek_moe",  "deepseek_v2",         "deepseek_v2_lite", "deepseek_v3",
+                                        "deepseek_v3_grouped"};
+  for (const auto& e : std::filesystem::directory_iterator(test::testdata("golden")))
+    if (e.is_directory()) EXPECT_TRUE(tested.count(e.path().filename().string())) << e.path();
+}
 
 }  // namespace
 }  // namespace rinfer

@@ -2,11 +2,13 @@
 // or scalar reference version according to active_isa(). This file is built
 // without SIMD flags; it only calls SIMD code after checking the CPU has it
 // (force_isa cannot select more than best_isa()).
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 
 #include "core/cpu_features.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "kernels/cpu/impl.h"
 #include "kernels/cpu/ops.h"
@@ -155,8 +157,9 @@ void softmax(float* x, int64_t n) {
 
 void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_t* block_table,
                     int64_t n_ctx, float scale, float alibi_slope, float* out, float* scratch) {
-  RINFER_CHECK(kv.dtype == DType::F32 || kv.dtype == DType::F16 || kv.dtype == DType::BF16,
+  RINFER_CHECK(kv.dtype == DType::F32 || kv.dtype == DType::F16 || kv.dtype == DType::BF16 || kv.dtype == DType::I8,
                "attention: unsupported KV dtype ", dtype_name(kv.dtype));
+  RINFER_CHECK(kv.dtype != DType::I8 || (kv.k_scale && kv.v_scale), "attention: I8 KV cache without scales");
   switch (active_isa()) {
     case Isa::Avx512:
       return avx512::attention_head(q, kv, kv_head, block_table, n_ctx, scale, alibi_slope, out, scratch);
@@ -168,8 +171,16 @@ void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_
 }
 
 void store_kv(const PagedKV& kv, int64_t slot, const float* k, const float* v) {
-  RINFER_CHECK(kv.dtype == DType::F32 || kv.dtype == DType::F16 || kv.dtype == DType::BF16,
+  RINFER_CHECK(kv.dtype == DType::F32 || kv.dtype == DType::F16 || kv.dtype == DType::BF16 || kv.dtype == DType::I8,
                "store_kv: unsupported KV dtype ", dtype_name(kv.dtype));
+  if (kv.dtype == DType::I8) {
+    RINFER_CHECK(kv.k_scale && kv.v_scale, "store_kv: I8 KV cache without scales");
+    switch (active_isa()) {
+      case Isa::Avx512: return avx512::store_kv_i8(kv, slot, k, v);
+      case Isa::Avx2: return avx2::store_kv_i8(kv, slot, k, v);
+      default: return reference::store_kv(kv, slot, k, v);
+    }
+  }
   const int64_t n = int64_t(kv.n_kv_heads) * kv.head_dim;
   const size_t esz = dtype_size(kv.dtype);
   void* kd = static_cast<uint8_t*>(kv.k) + slot * n * esz;
@@ -187,6 +198,146 @@ void store_kv(const PagedKV& kv, int64_t slot, const float* k, const float* v) {
       rinfer::convert_from_f32(kv.dtype, k, kd, size_t(n));
       rinfer::convert_from_f32(kv.dtype, v, vd, size_t(n));
       return;
+  }
+}
+
+// ================================================================= quantized weights
+namespace {
+constexpr int64_t kQGemvMaxM = 4;  // matmul_q: weight-only GEMV up to this many rows
+
+bool has_vnni() { return cpu_features().avx512_vnni; }
+
+// The rows [16 * b0, 16 * b1) of w as a QuantizedWeight of their own (the
+// packed layout is contiguous per 16-row block).
+QuantizedWeight row_blocks(const QuantizedWeight& w, int64_t b0, int64_t b1) {
+  QuantizedWeight v = w;
+  const int64_t G = w.K / w.group_size;
+  v.N = std::min(w.N, 16 * b1) - 16 * b0;
+  v.data = static_cast<const uint8_t*>(w.data) + b0 * int64_t(quant_data_bytes(w.type, 16, w.K));
+  v.scales = static_cast<const uint8_t*>(w.scales) + b0 * 16 * G * int64_t(dtype_size(w.scale_dtype));
+  return v;
+}
+}  // namespace
+
+const char* quant_type_name(QuantType t) { return t == QuantType::Q8 ? "q8" : "q4"; }
+
+bool quant_group_size_supported(int64_t g) { return g == 32 || g == 64 || g == 128; }
+
+int64_t quant_padded_rows(int64_t N) { return (N + 15) / 16 * 16; }
+
+size_t quant_data_bytes(QuantType type, int64_t N, int64_t K) {
+  const size_t bytes = size_t(quant_padded_rows(N)) * size_t(K);
+  return type == QuantType::Q8 ? bytes : bytes / 2;
+}
+
+size_t quant_scale_bytes(int64_t N, int64_t K, int64_t group_size, DType scale_dtype) {
+  return size_t(quant_padded_rows(N)) * size_t(K / group_size) * dtype_size(scale_dtype);
+}
+
+void check_quant_shape(QuantType type, int64_t N, int64_t K, int64_t group_size, DType scale_dtype) {
+  RINFER_CHECK(type == QuantType::Q8 || type == QuantType::Q4, "quantized weight: unknown type");
+  RINFER_CHECK(N > 0 && K > 0, "quantized weight: empty shape ", N, " x ", K);
+  RINFER_CHECK(quant_group_size_supported(group_size), "quantized weight: unsupported group size ", group_size,
+               " (32, 64 or 128)");
+  RINFER_CHECK(K % group_size == 0, "quantized weight: K = ", K, " is not a multiple of the group size ", group_size);
+  RINFER_CHECK(scale_dtype == DType::F16 || scale_dtype == DType::F32, "quantized weight: scale dtype ",
+               dtype_name(scale_dtype), " (F16 or F32)");
+}
+
+void quantize_weights(const float* w, int64_t N, int64_t K, int64_t ldw, QuantType type, int64_t group_size,
+                      DType scale_dtype, void* data, void* scales, ThreadPool& pool) {
+  check_quant_shape(type, N, K, group_size, scale_dtype);
+  const int64_t n_blocks = quant_padded_rows(N) / 16, G = K / group_size;
+  const size_t block_data = quant_data_bytes(type, 16, K), block_scales = size_t(16 * G) * dtype_size(scale_dtype);
+  // per-block pieces of the reference: bit-identical whatever the split
+  pool.parallel_for(n_blocks, 1, [&](int64_t b0, int64_t b1, int) {
+    const int64_t n0 = 16 * b0, n1 = std::min(N, 16 * b1);
+    reference::quantize_weights(w + n0 * ldw, n1 - n0, K, ldw, type, group_size, scale_dtype,
+                                static_cast<uint8_t*>(data) + b0 * block_data,
+                                static_cast<uint8_t*>(scales) + b0 * block_scales);
+  });
+}
+
+void dequantize_weights(const QuantizedWeight& w, float* out) {
+  check_quant_shape(w.type, w.N, w.K, w.group_size, w.scale_dtype);
+  reference::dequantize_rows(w, out);
+}
+
+int64_t quant_gemv_max_m() { return kQGemvMaxM; }
+
+namespace {
+std::atomic<int> g_quant_decode{int(QuantDecode::Auto)};
+
+// Decode with int8 activations? (only on AVX-512 VNNI)
+bool decode_a8(const QuantizedWeight& w) {
+  if (active_isa() != Isa::Avx512 || !has_vnni()) return false;
+  switch (QuantDecode(g_quant_decode.load(std::memory_order_relaxed))) {
+    case QuantDecode::WeightOnly: return false;
+    case QuantDecode::Int8Activations: return true;
+    default: return w.type == QuantType::Q4;
+  }
+}
+}  // namespace
+
+void set_quant_decode(QuantDecode mode) { g_quant_decode.store(int(mode), std::memory_order_relaxed); }
+QuantDecode quant_decode() { return QuantDecode(g_quant_decode.load(std::memory_order_relaxed)); }
+
+const char* matmul_q_path(int64_t M, const QuantizedWeight& w) {
+  const bool q8 = w.type == QuantType::Q8;
+  const Isa isa = active_isa();
+  if (isa == Isa::Scalar) return q8 ? "w8a16-scalar" : "w4a16-scalar";
+  if (M <= kQGemvMaxM) {
+    if (decode_a8(w)) return q8 ? "w8a8-vnni-gemv" : "w4a8-vnni-gemv";
+    return q8 ? "w8a16-gemv" : "w4a16-gemv";
+  }
+  if (isa == Isa::Avx512 && has_vnni()) return q8 ? "w8a8-vnni-gemm" : "w4a8-vnni-gemm";
+  return q8 ? "w8a16-dequant-gemm" : "w4a16-dequant-gemm";
+}
+
+ActQuant matmul_q_activation_quant(int64_t M, const QuantizedWeight& w) {
+  const char* p = matmul_q_path(M, w);
+  if (std::strstr(p, "a8-vnni-gemv")) return ActQuant::PerGroup;
+  if (std::strstr(p, "a8-vnni-gemm")) return ActQuant::PerRow;
+  return ActQuant::None;
+}
+
+void quantize_row_i8(const float* x, int64_t n, int8_t* q, float* scale) {
+  switch (active_isa()) {
+    case Isa::Avx512: return avx512::quantize_row_i8(x, n, q, scale);
+    case Isa::Avx2: return avx2::quantize_row_i8(x, n, q, scale);
+    default: return reference::quantize_row_i8(x, n, q, scale);
+  }
+}
+
+void matmul_q(const float* x, int64_t M, int64_t K, int64_t ldx, const QuantizedWeight& w, const float* bias, float* y,
+              int64_t ldy, ThreadPool& pool) {
+  check_quant_shape(w.type, w.N, w.K, w.group_size, w.scale_dtype);
+  RINFER_CHECK(K == w.K, "matmul_q: x has K = ", K, " but the weight has K = ", w.K);
+  RINFER_CHECK(w.zeros == nullptr, "matmul_q: asymmetric (zero point) weights are not supported yet");
+  RINFER_CHECK(w.data && w.scales, "matmul_q: weight without data or scales");
+  if (M <= 0) return;
+  const Isa isa = active_isa();
+  if (isa == Isa::Scalar) {
+    const int64_t n_blocks = quant_padded_rows(w.N) / 16;
+    pool.parallel_for(n_blocks, 1, [&](int64_t b0, int64_t b1, int) {
+      const QuantizedWeight v = row_blocks(w, b0, b1);
+      reference::matmul_q(x, M, K, ldx, v, bias ? bias + 16 * b0 : nullptr, y + 16 * b0, ldy, ActQuant::None);
+    });
+    return;
+  }
+  const detail::QMatmulArgs a{x, M, K, ldx, &w, bias, y, ldy};
+  const detail::Runner r = runner_for(pool);
+  if (M <= kQGemvMaxM) {
+    if (decode_a8(w))
+      avx512::matmul_q_gemv_a8(a, r);
+    else if (isa == Isa::Avx512)
+      avx512::matmul_q_gemv(a, r);
+    else
+      avx2::matmul_q_gemv(a, r);
+  } else if (isa == Isa::Avx512 && has_vnni()) {
+    avx512::matmul_q_gemm(a, r);
+  } else {
+    avx2::matmul_q_gemm(a, r);
   }
 }
 

@@ -40,7 +40,20 @@ struct MatmulArgs {
   int64_t ldy;
 };
 
+// Quantized matmul (see matmul_q in ops.h): w->N rows, packed layout.
+struct QMatmulArgs {
+  const float* x;
+  int64_t M, K, ldx;
+  const QuantizedWeight* w;
+  const float* bias;
+  float* y;
+  int64_t ldy;
+};
+
 }  // namespace rinfer::kernels::cpu::detail
+namespace rinfer::kernels::cpu::reference {
+void dequantize_rows(const QuantizedWeight& w, float* out);
+}  // namespace rinfer::kernels::cpu::reference
 
 // The same set of entry points for each SIMD level.
 #define RINFER_DECLARE_ISA_KERNELS(ns)                                                              \
@@ -55,7 +68,16 @@ struct MatmulArgs {
   void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_t* block_table,   \
                       int64_t n_ctx, float scale, float alibi_slope, float* out, float* scratch);   \
   void convert_from_f32(DType to, const float* src, void* dst, int64_t n);                          \
+  void store_kv_i8(const PagedKV& kv, int64_t slot, const float* k, const float* v);                \
+  void quantize_row_i8(const float* x, int64_t n, int8_t* q, float* scale);                         \
+  void matmul_q_gemv(const detail::QMatmulArgs& a, const detail::Runner& runner);                   \
+  void matmul_q_gemm(const detail::QMatmulArgs& a, const detail::Runner& runner);                   \
   }
 
 RINFER_DECLARE_ISA_KERNELS(avx2)
 RINFER_DECLARE_ISA_KERNELS(avx512)
+
+namespace rinfer::kernels::cpu::avx512 {
+// Decode GEMV with x quantized per (row, group), VNNI (M <= 4).
+void matmul_q_gemv_a8(const detail::QMatmulArgs& a, const detail::Runner& runner);
+}  // namespace rinfer::kernels::cpu::avx512

@@ -18,6 +18,7 @@
 namespace rinfer::kernels::cpu::avx2 {
 
 using detail::MatmulArgs;
+using detail::QMatmulArgs;
 using detail::Runner;
 
 namespace {
@@ -52,6 +53,13 @@ template <> struct Ld<DType::BF16> {
         _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
   }
   static float scalar(const uint16_t* p) { return bf16_scalar(*p); }
+};
+template <> struct Ld<DType::I8> {  // INT8 KV cache: the integer values (scales applied by the caller)
+  using E = int8_t;
+  static __m256 load(const int8_t* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
+  static float scalar(const int8_t* p) { return float(*p); }
 };
 // n < 8 values, the rest zero
 template <DType T>
@@ -404,6 +412,160 @@ void gemm(const MatmulArgs& a, const Runner& runner) {
   runner.run(runner.pool, c.n_ntasks * m_chunks, &gemm_task, &c);
 }
 
+// ================================================================= quantized weights
+// See kernels_avx512.cpp and ops.h. AVX2 has no VNNI on many CPUs (and
+// vpmaddubsw saturates for u8 x s8 Q8 products), so both regimes keep x in f32:
+//  - decode GEMV: 8-byte pieces of a 64-byte line are 2 rows x 4 k; vpmovzxbd +
+//    vcvtdq2ps give 8 lanes (row, kk), times x[k .. k+3] repeated twice. One
+//    half block (8 rows, 4 accumulators) at a time; the second half reads the
+//    same lines again from cache.
+//  - prefill: each task dequantizes its W rows into the f32 [k][16] slivers
+//    of the f32 GEMM above (scale and zero point applied once per weight) and
+//    reuses its micro-kernel.
+constexpr int64_t kQGemvRowsPerTask = 64;
+
+inline __m256 load_scales8(const QuantizedWeight& w, int64_t idx) {
+  if (w.scale_dtype == DType::F16)
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w.scales) + idx)));
+  return _mm256_loadu_ps(static_cast<const float*>(w.scales) + idx);
+}
+inline __m256i load8_u8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+
+struct QGemvCtx {
+  const QMatmulArgs* a;
+  const float* xsum;  // [M][G]
+  int64_t blocks_per_task, n_blocks;
+};
+
+// y[m, rows 16b + 8h .. + 8)
+template <bool Q4>
+void qgemv_half(const QGemvCtx& c, int64_t b, int h, int64_t m) {
+  const QMatmulArgs& a = *c.a;
+  const QuantizedWeight& w = *a.w;
+  const int64_t K = a.K, gs = w.group_size, G = K / gs;
+  const uint8_t* wb = static_cast<const uint8_t*>(w.data) + b * (Q4 ? 8 * K : 16 * K) + 32 * h;
+  const float* x = a.x + m * a.ldx;
+  const __m256i iota_div4 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+  const __m256i low4 = _mm256_set1_epi32(15);
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  __m256 comp = _mm256_setzero_ps();
+  for (int64_t g = 0; g < G; ++g) {
+    __m256 t[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const int64_t k0 = g * gs;
+    if constexpr (!Q4) {
+      const uint8_t* p = wb + (k0 / 4) * 64;
+      for (int64_t s = 0; s < gs / 4; ++s, p += 64) {
+        const __m256 xv = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(x + k0 + 4 * s));
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; ++q) t[q] = _mm256_fmadd_ps(xv, _mm256_cvtepi32_ps(load8_u8(p + 8 * q)), t[q]);
+      }
+    } else {
+      const uint8_t* p = wb + (k0 / 8) * 64;
+      for (int64_t s = 0; s < gs / 8; ++s, p += 64) {
+        const __m256 xlo = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(x + k0 + 8 * s));
+        const __m256 xhi = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(x + k0 + 8 * s + 4));
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; ++q) {
+          const __m256i d = load8_u8(p + 8 * q);
+          t[q] = _mm256_fmadd_ps(xlo, _mm256_cvtepi32_ps(_mm256_and_si256(d, low4)), t[q]);
+          t[q] = _mm256_fmadd_ps(xhi, _mm256_cvtepi32_ps(_mm256_srli_epi32(d, 4)), t[q]);
+        }
+      }
+    }
+    const __m256 s8 = load_scales8(w, (b * G + g) * 16 + 8 * h);
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q)
+      acc[q] = _mm256_fmadd_ps(t[q], _mm256_permutevar8x32_ps(s8, _mm256_add_epi32(iota_div4, _mm256_set1_epi32(2 * q))),
+                               acc[q]);
+    comp = _mm256_fmadd_ps(s8, _mm256_set1_ps(c.xsum[m * G + g]), comp);
+  }
+  // element 4L + q of the hadd tree = row 2q + L
+  __m256 r = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
+  r = _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  r = _mm256_fnmadd_ps(_mm256_set1_ps(Q4 ? 8.0f : 128.0f), comp, r);
+  const int64_t n0 = 16 * b + 8 * h, cnt = imin(8, w.N - n0);
+  if (cnt <= 0) return;
+  float* yp = a.y + m * a.ldy + n0;
+  alignas(32) float buf[8];
+  _mm256_store_ps(buf, r);
+  for (int64_t i = 0; i < cnt; ++i) yp[i] = buf[i] + (a.bias ? a.bias[n0 + i] : 0.0f);
+}
+
+void qgemv_task(void* p, int64_t task, int) {
+  const auto& c = *static_cast<const QGemvCtx*>(p);
+  const int64_t b0 = task * c.blocks_per_task, b1 = imin(c.n_blocks, b0 + c.blocks_per_task);
+  const bool q4 = c.a->w->type == QuantType::Q4;
+  for (int64_t b = b0; b < b1; ++b)
+    for (int64_t m = 0; m < c.a->M; ++m)
+      for (int h = 0; h < 2; ++h) {
+        if (q4)
+          qgemv_half<true>(c, b, h, m);
+        else
+          qgemv_half<false>(c, b, h, m);
+      }
+}
+
+// dst[k][16] (k < kcl) = dequantized W[16 b + j, k0 + k]; k0, kcl multiples of 8.
+void pack_q_sliver(const QuantizedWeight& w, int64_t b, int64_t k0, int64_t kcl, float* dst) {
+  const int64_t K = w.K, gs = w.group_size, G = K / gs;
+  const bool q4 = w.type == QuantType::Q4;
+  const uint8_t* wb = static_cast<const uint8_t*>(w.data) + b * (q4 ? 8 * K : 16 * K);
+  const __m256 off = _mm256_set1_ps(q4 ? 8.0f : 128.0f);
+  const __m256i m8 = _mm256_set1_epi32(q4 ? 15 : 255);
+  for (int h = 0; h < 2; ++h) {
+    __m256 s8 = _mm256_setzero_ps();
+    int64_t cur_g = -1;
+    for (int64_t k = k0; k < k0 + kcl; k += q4 ? 8 : 4) {
+      if (k / gs != cur_g) {
+        cur_g = k / gs;
+        s8 = load_scales8(w, (b * G + cur_g) * 16 + 8 * h);
+      }
+      const __m256i d = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + (q4 ? k / 8 : k / 4) * 64 + 32 * h));
+      float* o = dst + (k - k0) * 16 + 8 * h;
+#pragma GCC unroll 4
+      for (int kk = 0; kk < 4; ++kk) {
+        const __m256i u = _mm256_and_si256(_mm256_srli_epi32(d, 8 * kk), m8);
+        _mm256_store_ps(o + kk * 16, _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(u), off), s8));
+        if (q4) {
+          const __m256i u2 = _mm256_and_si256(_mm256_srli_epi32(d, 8 * kk + 4), m8);
+          _mm256_store_ps(o + (kk + 4) * 16, _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(u2), off), s8));
+        }
+      }
+    }
+  }
+}
+
+struct QGemmCtx {
+  GemmCtx g;               // x packing and tiling of the f32 GEMM (g.a: x, M, K, ldx, y, ldy, bias)
+  const QuantizedWeight* w;
+};
+
+void qgemm_task(void* p, int64_t task, int) {
+  const auto& qc = *static_cast<const QGemmCtx*>(p);
+  const GemmCtx& c = qc.g;
+  const MatmulArgs& a = *c.a;
+  const int64_t nt = task % c.n_ntasks, mc = task / c.n_ntasks;
+  const int64_t n0 = nt * c.nb, n1 = imin(a.N, n0 + c.nb);
+  const int64_t mt0 = mc * c.mt_per_task, mt1 = imin(c.n_mt, mt0 + c.mt_per_task);
+  if (n0 >= n1 || mt0 >= mt1) return;
+  const int64_t nrows = n1 - n0, n_sl = (nrows + 15) / 16;
+  float* panel = detail::scratch(detail::kScratchPanel, n_sl * c.kc * 16);
+  for (int64_t kb = 0; kb < c.n_kb; ++kb) {
+    const int64_t k0 = kb * c.kc, kcl = imin(c.kc, a.K - k0);
+    for (int64_t s = 0; s < n_sl; ++s) pack_q_sliver(*qc.w, (n0 + 16 * s) / 16, k0, kcl, panel + s * c.kc * 16);
+    for (int64_t s = 0; s < n_sl; ++s) {
+      const int64_t ncols = imin(16, nrows - 16 * s), nn = n0 + 16 * s;
+      const float* wp = panel + s * c.kc * 16;
+      const float* bias = a.bias ? a.bias + nn : nullptr;
+      for (int64_t mt = mt0; mt < mt1; ++mt) {
+        const int64_t m0 = mt * kMR, mr = imin(kMR, a.M - m0);
+        micro_for_rows(mr)(c.xp + (mt * c.n_kb + kb) * c.kc * kMR, wp, kcl, a.y + m0 * a.ldy + nn, a.ldy, ncols,
+                           kb == 0, bias);
+      }
+    }
+  }
+}
+
 // ================================================================= attention
 template <DType T>
 void attention_t(const float* q, const PagedKV& kv, int kv_head, const int32_t* block_table, int64_t n_ctx,
@@ -433,11 +595,18 @@ void attention_t(const float* q, const PagedKV& kv, int kv_head, const int32_t* 
         float dot = dots[i];
         for (int d = hd8; d < hd; ++d) dot += q[d] * Ld<T>::scalar(ks[i] + d);
         const int64_t j = j0 + t + i;
+        if constexpr (T == DType::I8)
+          dot *= kv.k_scale[(int64_t(block_table[j0 / kv.block_size]) * kv.block_size + t + i) * kv.n_kv_heads + kv_head];
         scores[j] = dot * scale + alibi_slope * float(j - (n_ctx - 1));
       }
     }
   }
   softmax(scores, n_ctx);
+  if constexpr (T == DType::I8) {  // fold the values' scales into the weights
+    for (int64_t j = 0; j < n_ctx; ++j)
+      scores[j] *= kv.v_scale[(int64_t(block_table[j / kv.block_size]) * kv.block_size + j % kv.block_size) *
+                                  kv.n_kv_heads + kv_head];
+  }
   // out = sum_j p_j V_j, 32 floats of head_dim per pass, two tokens at a time
   for (int d0 = 0; d0 < hd8; d0 += 32) {
     const int nv = int(imin(32, hd8 - d0)) / 8;
@@ -637,6 +806,8 @@ void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_
       return attention_t<DType::F16>(q, kv, kv_head, block_table, n_ctx, scale, alibi_slope, out, scratch);
     case DType::BF16:
       return attention_t<DType::BF16>(q, kv, kv_head, block_table, n_ctx, scale, alibi_slope, out, scratch);
+    case DType::I8:
+      return attention_t<DType::I8>(q, kv, kv_head, block_table, n_ctx, scale, alibi_slope, out, scratch);
     default:
       return attention_t<DType::F32>(q, kv, kv_head, block_table, n_ctx, scale, alibi_slope, out, scratch);
   }
@@ -676,6 +847,94 @@ void convert_from_f32(DType to, const float* src, void* dst, int64_t n) {
       for (int64_t j = 0; j < cnt; ++j) d[i + j] = hb[j];
     }
   }
+}
+
+void quantize_row_i8(const float* x, int64_t n, int8_t* q, float* scale) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 mx = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) mx = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), abs_mask), mx);  // NaN ignored
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, mx);
+  float amax = 0.0f;
+  for (float l : lanes) amax = amax < l ? l : amax;
+  for (; i < n; ++i) {
+    const float a = fabsf(x[i]);
+    amax = amax < a ? a : amax;
+  }
+  const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+  const __m256 vinv = _mm256_set1_ps(inv), lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+  for (i = 0; i + 8 <= n; i += 8) {
+    __m256 t = _mm256_mul_ps(_mm256_loadu_ps(x + i), vinv);
+    t = _mm256_min_ps(_mm256_max_ps(t, lo), hi);  // NaN -> -127
+    const __m256i v = _mm256_cvtps_epi32(t);
+    const __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(q + i), _mm_packs_epi16(p16, p16));
+  }
+  for (; i < n; ++i) {
+    float t = x[i] * inv;
+    t = t > -127.0f ? t : -127.0f;
+    t = t < 127.0f ? t : 127.0f;
+    q[i] = int8_t(nearbyintf(t));
+  }
+  *scale = amax / 127.0f;
+}
+
+void store_kv_i8(const PagedKV& kv, int64_t slot, const float* k, const float* v) {
+  const int hd = kv.head_dim;
+  const int64_t n = int64_t(kv.n_kv_heads) * hd;
+  for (int h = 0; h < kv.n_kv_heads; ++h) {
+    const int64_t off = slot * n + int64_t(h) * hd;
+    quantize_row_i8(k + int64_t(h) * hd, hd, static_cast<int8_t*>(kv.k) + off, kv.k_scale + slot * kv.n_kv_heads + h);
+    quantize_row_i8(v + int64_t(h) * hd, hd, static_cast<int8_t*>(kv.v) + off, kv.v_scale + slot * kv.n_kv_heads + h);
+  }
+}
+
+void matmul_q_gemv(const QMatmulArgs& a, const Runner& runner) {
+  const QuantizedWeight& w = *a.w;
+  const int64_t G = a.K / w.group_size, gs = w.group_size;
+  float* xsum = detail::scratch(detail::kScratchShared, a.M * G);
+  for (int64_t m = 0; m < a.M; ++m)
+    for (int64_t g = 0; g < G; ++g) {
+      __m256 s = _mm256_setzero_ps();
+      for (int64_t k = g * gs; k < (g + 1) * gs; k += 8) s = _mm256_add_ps(s, _mm256_loadu_ps(a.x + m * a.ldx + k));
+      xsum[m * G + g] = hsum(s);
+    }
+  QGemvCtx c{&a, xsum, 0, (w.N + 15) / 16};
+  int64_t n_tasks = imax(1, imin(int64_t(runner.n_threads) * 8, c.n_blocks * 16 / kQGemvRowsPerTask));
+  c.blocks_per_task = (c.n_blocks + n_tasks - 1) / n_tasks;
+  n_tasks = (c.n_blocks + c.blocks_per_task - 1) / c.blocks_per_task;
+  if (n_tasks == 1 || runner.n_threads == 1) {
+    for (int64_t t = 0; t < n_tasks; ++t) qgemv_task(&c, t, 0);
+    return;
+  }
+  runner.run(runner.pool, n_tasks, &qgemv_task, &c);
+}
+
+void matmul_q_gemm(const QMatmulArgs& qa, const Runner& runner) {
+  const MatmulArgs a{qa.x, qa.M, qa.K, qa.ldx, nullptr, DType::F32, qa.w->N, qa.bias, qa.y, qa.ldy};
+  QGemmCtx qc{};
+  qc.w = qa.w;
+  GemmCtx& c = qc.g;
+  c.a = &a;
+  c.n_mt = (a.M + kMR - 1) / kMR;
+  const bool small_m = c.n_mt <= kSmallMTiles;
+  c.kc = small_m ? imin(kKCSmallM, a.K) : kKC;  // multiples of 8 (K is a multiple of the group size)
+  c.n_kb = (a.K + c.kc - 1) / c.kc;
+  c.xp = detail::scratch(detail::kScratchShared, c.n_mt * c.n_kb * c.kc * kMR);
+  const int64_t T = runner.n_threads;
+  c.nb = imin(small_m ? kNBSmallM : kNB, imax(16, round_up((a.N + 2 * T - 1) / (2 * T), 16)));
+  c.n_ntasks = (a.N + c.nb - 1) / c.nb;
+  int64_t m_chunks = c.n_ntasks >= 2 * T ? 1 : imin(c.n_mt, (2 * T + c.n_ntasks - 1) / c.n_ntasks);
+  c.mt_per_task = (c.n_mt + m_chunks - 1) / m_chunks;
+  m_chunks = (c.n_mt + c.mt_per_task - 1) / c.mt_per_task;
+  if (T == 1) {
+    for (int64_t mt = 0; mt < c.n_mt; ++mt) gemm_pack_x_task(&c, mt, 0);
+    for (int64_t t = 0; t < c.n_ntasks * m_chunks; ++t) qgemm_task(&qc, t, 0);
+    return;
+  }
+  runner.run(runner.pool, c.n_mt, &gemm_pack_x_task, &c);
+  runner.run(runner.pool, c.n_ntasks * m_chunks, &qgemm_task, &qc);
 }
 
 }  // namespace rinfer::kernels::cpu::avx2

@@ -39,6 +39,7 @@
 namespace rinfer::kernels::cpu::avx512 {
 
 using detail::MatmulArgs;
+using detail::QMatmulArgs;
 using detail::Runner;
 
 namespace {
@@ -65,6 +66,14 @@ template <> struct Ld<DType::BF16> {
   static __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
   static __m512 load(const uint16_t* p) { return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
   static __m512 load(const uint16_t* p, __mmask16 m) { return widen(_mm256_maskz_loadu_epi16(m, p)); }
+};
+
+template <> struct Ld<DType::I8> {  // INT8 KV cache: the integer values (scales applied by the caller)
+  using E = int8_t;
+  static __m512 load(const int8_t* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
+  static __m512 load(const int8_t* p, __mmask16 m) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, p))); }
 };
 
 // ---------------------------------------------------------------- horizontal sums
@@ -560,6 +569,12 @@ void attention_t(const float* q, const PagedKV& kv, int kv_head, const int32_t* 
         r[g] = dot_rows4<T>(q, ks, hd);
       }
       __m512 dots = sum_lanes4(r[0], r[1], r[2], r[3]);
+      if constexpr (T == DType::I8) {  // times the keys' scales
+        alignas(64) float ks[16] = {};
+        const int64_t slot0 = int64_t(block_table[j0 / kv.block_size]) * kv.block_size + t;
+        for (int64_t i = 0; i < cnt; ++i) ks[i] = kv.k_scale[(slot0 + i) * kv.n_kv_heads + kv_head];
+        dots = _mm512_mul_ps(dots, _mm512_load_ps(ks));
+      }
       // positions j0 + t + i, i < cnt
       const __m512 idx = _mm512_add_ps(
           _mm512_set1_ps(float(j0 + t - (n_ctx - 1))),
@@ -569,6 +584,11 @@ void attention_t(const float* q, const PagedKV& kv, int kv_head, const int32_t* 
     }
   }
   softmax(scores, n_ctx);
+  if constexpr (T == DType::I8) {  // fold the values' scales into the weights
+    for (int64_t j = 0; j < n_ctx; ++j)
+      scores[j] *= kv.v_scale[(int64_t(block_table[j / kv.block_size]) * kv.block_size + j % kv.block_size) *
+                                  kv.n_kv_heads + kv_head];
+  }
   for (int d0 = 0; d0 < hd; d0 += 128) {
     switch ((imin(128, hd - d0) + 15) / 16) {
       case 1: attn_accumulate_v<T, 1>(kv, kv_head, block_table, n_ctx, scores, d0, out); break;
@@ -579,6 +599,406 @@ void attention_t(const float* q, const PagedKV& kv, int kv_head, const int32_t* 
       case 6: attn_accumulate_v<T, 6>(kv, kv_head, block_table, n_ctx, scores, d0, out); break;
       case 7: attn_accumulate_v<T, 7>(kv, kv_head, block_table, n_ctx, scores, d0, out); break;
       default: attn_accumulate_v<T, 8>(kv, kv_head, block_table, n_ctx, scores, d0, out); break;
+    }
+  }
+}
+
+// ================================================================= quantized weights
+// Layout and formulas: see QuantizedWeight in ops.h. u = q + off is stored
+// unsigned (off = 128 for Q8, 8 for Q4), so per group
+//   sum_k x_k q_k = sum_k x_k u_k - off * sum_k x_k,
+// and the second term is a per-(row of x, group) constant.
+//
+// Decode GEMV (weight-only, f32 x): one 16-row block at a time. A 16-byte
+// piece of a 64-byte line is 4 rows x 4 k: vpmovzxbd + vcvtdq2ps give 16 f32
+// lanes (row, kk), multiplied by x[k .. k+3] repeated 4x (one broadcast) into
+// 4 accumulators per x row ("quads" of rows). Per group: the group's partial
+// sums t are scaled by the row scales (permuted to the lane layout) into acc;
+// the off * X_g term goes into one 16-row vector per x row. At the end each
+// row's 4 kk lanes are summed (hsum4 + one permute). Q4: the same with the two
+// nibbles of a byte being k and k + 4.
+//
+// Prefill GEMM (W8A8, VNNI): x rows are quantized (quantize_row_i8) into a
+// panel [m-tile][k/4][kQMR] of int8 quads; the packed weights already are VNNI
+// operands (64 bytes = 16 rows x 4 k, u8). Micro-kernel: kQMR x-rows by 32
+// W-rows, int32 accumulators per group started at -off * sum_g(qx), then
+// converted and multiplied by the group's row scales into f32 accumulators;
+// at the end times the row's activation scale. Q4 slivers are unpacked to u8
+// once per k-block (reused by every m-tile).
+constexpr int64_t kQGemvRowsPerTask = 64;   // at least this many W rows per task
+constexpr int kQMR = 6;                     // GEMM: x rows per micro tile
+constexpr int64_t kQKC = 512;               // GEMM k-block (multiple of 128)
+constexpr int64_t kQNBlocks = 8;            // GEMM: 16-row blocks per task (128 rows)
+constexpr int64_t kQGemvMaxMA8 = 4;         // decode A8 GEMV: x rows in one pass
+
+inline __m512 load_scales16(const QuantizedWeight& w, int64_t idx) {
+  if (w.scale_dtype == DType::F16)
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(w.scales) + idx)));
+  return _mm512_loadu_ps(static_cast<const float*>(w.scales) + idx);
+}
+
+inline int64_t q_block_bytes(const QuantizedWeight& w) { return w.type == QuantType::Q8 ? 16 * w.K : 8 * w.K; }
+
+struct QGemvCtx {
+  const QMatmulArgs* a;
+  const float* xsum;  // [M][G] sums of x over each group
+  int64_t blocks_per_task, n_blocks;
+};
+
+// y[m0 .. m0 + MR) for the 16 rows of block b.
+template <bool Q4, int MR>
+void qgemv_block(const QGemvCtx& c, int64_t b, int64_t m0) {
+  const QMatmulArgs& a = *c.a;
+  const QuantizedWeight& w = *a.w;
+  const int64_t K = a.K, gs = w.group_size, G = K / gs;
+  const uint8_t* wb = static_cast<const uint8_t*>(w.data) + b * q_block_bytes(w);
+  const __m512i iota_div4 = _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2);
+  __m512i rep[4];
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) rep[q] = _mm512_add_epi32(iota_div4, _mm512_set1_epi32(4 * q));
+  const __m512i low4 = _mm512_set1_epi32(15);
+  __m512 acc[MR][4], comp[MR];
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) {
+    comp[m] = _mm512_setzero_ps();
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) acc[m][q] = _mm512_setzero_ps();
+  }
+  const float* xr[MR];
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) xr[m] = a.x + (m0 + m) * a.ldx;
+  for (int64_t g = 0; g < G; ++g) {
+    __m512 t[MR][4];
+#pragma GCC unroll 4
+    for (int m = 0; m < MR; ++m)
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) t[m][q] = _mm512_setzero_ps();
+    const int64_t k0 = g * gs;
+    if constexpr (!Q4) {
+      const uint8_t* p = wb + (k0 / 4) * 64;
+#pragma GCC unroll 4
+      for (int64_t s = 0; s < gs / 4; ++s, p += 64) {
+        __m512 xv[MR];
+#pragma GCC unroll 4
+        for (int m = 0; m < MR; ++m) xv[m] = _mm512_broadcast_f32x4(_mm_loadu_ps(xr[m] + k0 + 4 * s));
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; ++q) {
+          const __m512 wf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * q))));
+#pragma GCC unroll 4
+          for (int m = 0; m < MR; ++m) t[m][q] = _mm512_fmadd_ps(xv[m], wf, t[m][q]);
+        }
+      }
+    } else {
+      const uint8_t* p = wb + (k0 / 8) * 64;
+#pragma GCC unroll 2
+      for (int64_t s = 0; s < gs / 8; ++s, p += 64) {
+        __m512 xlo[MR], xhi[MR];
+#pragma GCC unroll 4
+        for (int m = 0; m < MR; ++m) {
+          xlo[m] = _mm512_broadcast_f32x4(_mm_loadu_ps(xr[m] + k0 + 8 * s));
+          xhi[m] = _mm512_broadcast_f32x4(_mm_loadu_ps(xr[m] + k0 + 8 * s + 4));
+        }
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; ++q) {
+          const __m512i d = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * q)));
+          const __m512 lo = _mm512_cvtepi32_ps(_mm512_and_si512(d, low4));
+          const __m512 hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(d, 4));
+#pragma GCC unroll 4
+          for (int m = 0; m < MR; ++m) t[m][q] = _mm512_fmadd_ps(xhi[m], hi, _mm512_fmadd_ps(xlo[m], lo, t[m][q]));
+        }
+      }
+    }
+    const __m512 s16 = load_scales16(w, (b * G + g) * 16);
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) {
+      const __m512 sq = _mm512_permutexvar_ps(rep[q], s16);
+#pragma GCC unroll 4
+      for (int m = 0; m < MR; ++m) acc[m][q] = _mm512_fmadd_ps(t[m][q], sq, acc[m][q]);
+    }
+#pragma GCC unroll 4
+    for (int m = 0; m < MR; ++m) comp[m] = _mm512_fmadd_ps(s16, _mm512_set1_ps(c.xsum[(m0 + m) * G + g]), comp[m]);
+  }
+  // hsum4 element 4L + j = row 4j + L: permute back to row order.
+  const __m512i back = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  const int64_t n0 = b * 16;
+  const __mmask16 msk = tail_mask(w.N - n0);
+  const __m512 bias = a.bias ? _mm512_maskz_loadu_ps(msk, a.bias + n0) : _mm512_setzero_ps();
+  const __m512 off = _mm512_set1_ps(Q4 ? 8.0f : 128.0f);
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) {
+    const __m512 r = _mm512_permutexvar_ps(back, hsum4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]));
+    _mm512_mask_storeu_ps(a.y + (m0 + m) * a.ldy + n0, msk, _mm512_add_ps(_mm512_fnmadd_ps(off, comp[m], r), bias));
+  }
+}
+
+template <bool Q4>
+void qgemv_range(const QGemvCtx& c, int64_t b0, int64_t b1) {
+  const int64_t M = c.a->M;
+  for (int64_t b = b0; b < b1; ++b) {
+    int64_t m = 0;
+    for (; m + 2 <= M; m += 2) qgemv_block<Q4, 2>(c, b, m);
+    if (m < M) qgemv_block<Q4, 1>(c, b, m);
+  }
+}
+
+void qgemv_task(void* p, int64_t task, int) {
+  const auto& c = *static_cast<const QGemvCtx*>(p);
+  const int64_t b0 = task * c.blocks_per_task, b1 = imin(c.n_blocks, b0 + c.blocks_per_task);
+  if (c.a->w->type == QuantType::Q4)
+    qgemv_range<true>(c, b0, b1);
+  else
+    qgemv_range<false>(c, b0, b1);
+}
+
+// ---------------------------------------------------------------- W4A8 / W8A8 decode GEMV (VNNI)
+// x rows quantized per (row, group) (quantize_row_i8 on each group: finer
+// than the GEMM's per-row scale, at no cost here); per 16-row block and
+// group: int32 dot products with vpdpbusd started at -off * sum(qx), then
+// times s_w * s_x into f32. Far fewer instructions per weight than the
+// weight-only GEMV, which is compute-bound for Q4 on this class of CPU.
+struct QGemvA8Ctx {
+  const QMatmulArgs* a;
+  const int32_t* xq;   // [M][K/4] quads of quantized x
+  const int32_t* comp; // [M][G]
+  const float* sxg;    // [M][G]
+  int64_t blocks_per_task, n_blocks;
+};
+
+template <bool Q4, int MR>
+void qgemv_a8_block(const QGemvA8Ctx& c, int64_t b) {
+  const QMatmulArgs& a = *c.a;
+  const QuantizedWeight& w = *a.w;
+  const int64_t K = a.K, K4 = K / 4, gs = w.group_size, G = K / gs;
+  const uint8_t* wb = static_cast<const uint8_t*>(w.data) + b * q_block_bytes(w);
+  const __m512i low4 = _mm512_set1_epi8(15);
+  __m512 accf[MR];
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) accf[m] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < G; ++g) {
+    __m512i a0[MR], a1[MR];
+#pragma GCC unroll 4
+    for (int m = 0; m < MR; ++m) {
+      a0[m] = _mm512_set1_epi32(c.comp[m * G + g]);
+      a1[m] = _mm512_setzero_si512();
+    }
+    const int64_t k4 = g * gs / 4;
+    if constexpr (!Q4) {
+      const uint8_t* p = wb + k4 * 64;
+      for (int64_t s = 0; s < gs / 4; s += 2) {
+        const __m512i v0 = _mm512_loadu_si512(p + s * 64), v1 = _mm512_loadu_si512(p + s * 64 + 64);
+#pragma GCC unroll 4
+        for (int m = 0; m < MR; ++m) {
+          a0[m] = _mm512_dpbusd_epi32(a0[m], v0, _mm512_set1_epi32(c.xq[m * K4 + k4 + s]));
+          a1[m] = _mm512_dpbusd_epi32(a1[m], v1, _mm512_set1_epi32(c.xq[m * K4 + k4 + s + 1]));
+        }
+      }
+    } else {
+      const uint8_t* p = wb + (k4 / 2) * 64;
+      for (int64_t s = 0; s < gs / 8; ++s) {
+        const __m512i l = _mm512_loadu_si512(p + s * 64);
+        const __m512i lo = _mm512_and_si512(l, low4), hi = _mm512_and_si512(_mm512_srli_epi16(l, 4), low4);
+#pragma GCC unroll 4
+        for (int m = 0; m < MR; ++m) {
+          a0[m] = _mm512_dpbusd_epi32(a0[m], lo, _mm512_set1_epi32(c.xq[m * K4 + k4 + 2 * s]));
+          a1[m] = _mm512_dpbusd_epi32(a1[m], hi, _mm512_set1_epi32(c.xq[m * K4 + k4 + 2 * s + 1]));
+        }
+      }
+    }
+    const __m512 s16 = load_scales16(w, (b * G + g) * 16);
+#pragma GCC unroll 4
+    for (int m = 0; m < MR; ++m)
+      accf[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0[m], a1[m])),
+                                _mm512_mul_ps(s16, _mm512_set1_ps(c.sxg[m * G + g])), accf[m]);
+  }
+  const int64_t n0 = b * 16;
+  const __mmask16 msk = tail_mask(w.N - n0);
+  const __m512 bias = a.bias ? _mm512_maskz_loadu_ps(msk, a.bias + n0) : _mm512_setzero_ps();
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) _mm512_mask_storeu_ps(a.y + m * a.ldy + n0, msk, _mm512_add_ps(accf[m], bias));
+}
+
+template <bool Q4>
+void qgemv_a8_range(const QGemvA8Ctx& c, int64_t b0, int64_t b1) {
+  static_assert(kQGemvMaxMA8 == 4);
+  for (int64_t b = b0; b < b1; ++b) switch (c.a->M) {
+      case 1: qgemv_a8_block<Q4, 1>(c, b); break;
+      case 2: qgemv_a8_block<Q4, 2>(c, b); break;
+      case 3: qgemv_a8_block<Q4, 3>(c, b); break;
+      default: qgemv_a8_block<Q4, 4>(c, b); break;
+    }
+}
+
+void qgemv_a8_task(void* p, int64_t task, int) {
+  const auto& c = *static_cast<const QGemvA8Ctx*>(p);
+  const int64_t b0 = task * c.blocks_per_task, b1 = imin(c.n_blocks, b0 + c.blocks_per_task);
+  if (c.a->w->type == QuantType::Q4)
+    qgemv_a8_range<true>(c, b0, b1);
+  else
+    qgemv_a8_range<false>(c, b0, b1);
+}
+
+// ---------------------------------------------------------------- W8A8 GEMM
+struct QGemmCtx {
+  const QMatmulArgs* a;
+  int32_t* xp;    // [m-tile][K/4][kQMR] int8 quads of quantized x
+  int32_t* comp;  // [m-tile][G][kQMR]: -off * sum over the group of quantized x
+  float* sx;      // [M] activation scales
+  int64_t n_mt, n_blocks, n_kb, kc;
+  int64_t blocks_per_task, n_ntasks, mt_per_task;
+};
+
+void qgemm_pack_x_task(void* p, int64_t mt, int) {
+  const auto& c = *static_cast<const QGemmCtx*>(p);
+  const QMatmulArgs& a = *c.a;
+  const int64_t K = a.K, K4 = K / 4, gs = a.w->group_size, G = K / gs;
+  const int off = a.w->type == QuantType::Q8 ? 128 : 8;
+  int8_t* row = reinterpret_cast<int8_t*>(detail::scratch(detail::kScratchTmp, (K + 3) / 4));
+  int32_t* xp = c.xp + mt * K4 * kQMR;
+  int32_t* comp = c.comp + mt * G * kQMR;
+  for (int i = 0; i < kQMR; ++i) {
+    const int64_t m = mt * kQMR + i;
+    if (m < a.M) {
+      quantize_row_i8(a.x + m * a.ldx, K, row, c.sx + m);
+    } else {
+      memset(row, 0, size_t(K));
+    }
+    const int32_t* quads = reinterpret_cast<const int32_t*>(row);
+    for (int64_t k4 = 0; k4 < K4; ++k4) xp[k4 * kQMR + i] = quads[k4];
+    for (int64_t g = 0; g < G; ++g) {
+      int32_t s = 0;
+      for (int64_t k = g * gs; k < (g + 1) * gs; ++k) s += row[k];
+      comp[g * kQMR + i] = -off * s;
+    }
+  }
+}
+
+// C[MR rows][NV * 16 cols] (+)= sx[i] * sum_g s_g * (int dot of the group)
+// GK4 = group_size / 4, a constant so that a group's k loop is fully unrolled
+// (a runtime loop made GCC copy all accumulators every iteration).
+template <int MR, int NV, int GK4>
+void qgemm_micro(const int32_t* xp, const int32_t* comp, const uint8_t* const* wp, const float* sp, int64_t n_groups,
+                 const float* sx, float* c, int64_t ldc, const __mmask16* msk, bool first, const float* bias) {
+  constexpr int64_t gk4 = GK4;
+  __m512 accf[MR][NV];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) accf[i][v] = _mm512_setzero_ps();
+  const uint8_t* w0 = wp[0];
+  const uint8_t* w1 = wp[NV - 1];
+  for (int64_t g = 0; g < n_groups; ++g) {
+    __m512i acci[MR][NV];
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) acci[i][v] = _mm512_set1_epi32(comp[g * kQMR + i]);
+    const int32_t* x = xp + g * gk4 * kQMR;
+    const uint8_t* p0 = w0 + g * gk4 * 64;
+    const uint8_t* p1 = w1 + g * gk4 * 64;
+#pragma GCC unroll 32
+    for (int64_t s = 0; s < gk4; ++s) {
+      __m512i wv[NV];
+      wv[0] = _mm512_loadu_si512(p0 + s * 64);
+      if constexpr (NV == 2) wv[NV - 1] = _mm512_loadu_si512(p1 + s * 64);
+#pragma GCC unroll 8
+      for (int i = 0; i < MR; ++i) {
+        const __m512i xb = _mm512_set1_epi32(x[s * kQMR + i]);
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; ++v) acci[i][v] = _mm512_dpbusd_epi32(acci[i][v], wv[v], xb);
+      }
+    }
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) {
+      const __m512 sv = _mm512_load_ps(sp + (g * NV + v) * 16);
+#pragma GCC unroll 8
+      for (int i = 0; i < MR; ++i) accf[i][v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acci[i][v]), sv, accf[i][v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    const __m512 s = _mm512_set1_ps(sx[i]);
+    float* row = c + i * ldc;
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) {
+      const __m512 base = first ? (bias ? _mm512_maskz_loadu_ps(msk[v], bias + 16 * v) : _mm512_setzero_ps())
+                                : _mm512_maskz_loadu_ps(msk[v], row + 16 * v);
+      _mm512_mask_storeu_ps(row + 16 * v, msk[v], _mm512_fmadd_ps(accf[i][v], s, base));
+    }
+  }
+}
+
+using QMicroFn = void (*)(const int32_t*, const int32_t*, const uint8_t* const*, const float*, int64_t,
+                          const float*, float*, int64_t, const __mmask16*, bool, const float*);
+template <int NV, int GK4>
+QMicroFn qmicro_for_rows(int64_t mr) {
+  static_assert(kQMR == 6);
+  switch (mr) {
+    case 1: return &qgemm_micro<1, NV, GK4>;
+    case 2: return &qgemm_micro<2, NV, GK4>;
+    case 3: return &qgemm_micro<3, NV, GK4>;
+    case 4: return &qgemm_micro<4, NV, GK4>;
+    case 5: return &qgemm_micro<5, NV, GK4>;
+    default: return &qgemm_micro<6, NV, GK4>;
+  }
+}
+template <int NV>
+QMicroFn qmicro_for(int64_t mr, int64_t gs) {
+  switch (gs) {
+    case 32: return qmicro_for_rows<NV, 8>(mr);
+    case 64: return qmicro_for_rows<NV, 16>(mr);
+    default: return qmicro_for_rows<NV, 32>(mr);
+  }
+}
+
+void qgemm_task(void* p, int64_t task, int) {
+  const auto& c = *static_cast<const QGemmCtx*>(p);
+  const QMatmulArgs& a = *c.a;
+  const QuantizedWeight& w = *a.w;
+  const bool q4 = w.type == QuantType::Q4;
+  const int64_t nt = task % c.n_ntasks, mc = task / c.n_ntasks;
+  const int64_t bb0 = nt * c.blocks_per_task, bb1 = imin(c.n_blocks, bb0 + c.blocks_per_task);
+  const int64_t mt0 = mc * c.mt_per_task, mt1 = imin(c.n_mt, mt0 + c.mt_per_task);
+  if (bb0 >= bb1 || mt0 >= mt1) return;
+  const int64_t K = a.K, K4 = K / 4, gs = w.group_size, G = K / gs;
+  // per sliver: Q4 unpacked to u8 VNNI lines [2][kc/4][64], scales as f32 [kc/gs][2][16]
+  float* scratch = detail::scratch(detail::kScratchPanel, 2 * c.kc / 4 * 16 + 2 * (c.kc / 32) * 16 + 16);
+  uint8_t* unpacked = reinterpret_cast<uint8_t*>(scratch);
+  float* sp = scratch + 2 * c.kc / 4 * 16;
+  const uint8_t* data = static_cast<const uint8_t*>(w.data);
+  const __m512i low4 = _mm512_set1_epi8(15);
+  for (int64_t kb = 0; kb < c.n_kb; ++kb) {
+    const int64_t k0 = kb * c.kc, kcl = imin(c.kc, K - k0), ng = kcl / gs;
+    for (int64_t b = bb0; b < bb1; b += 2) {
+      const int nv = b + 1 < bb1 ? 2 : 1;
+      const uint8_t* wp[2];
+      __mmask16 msk[2];
+      for (int v = 0; v < nv; ++v) {
+        const int64_t blk = b + v;
+        msk[v] = tail_mask(imax(0, w.N - 16 * blk));
+        for (int64_t g = 0; g < ng; ++g)
+          _mm512_store_ps(sp + (g * nv + v) * 16, load_scales16(w, (blk * G + k0 / gs + g) * 16));
+        if (!q4) {
+          wp[v] = data + blk * 16 * K + (k0 / 4) * 64;
+        } else {
+          const uint8_t* src = data + blk * 8 * K + (k0 / 8) * 64;
+          uint8_t* dst = unpacked + v * (c.kc / 4) * 64;
+          for (int64_t j = 0; j < kcl / 8; ++j) {
+            const __m512i l = _mm512_loadu_si512(src + j * 64);
+            _mm512_store_si512(dst + (2 * j) * 64, _mm512_and_si512(l, low4));
+            _mm512_store_si512(dst + (2 * j + 1) * 64, _mm512_and_si512(_mm512_srli_epi16(l, 4), low4));
+          }
+          wp[v] = dst;
+        }
+      }
+      const int64_t n0 = 16 * b;
+      const float* bias = a.bias ? a.bias + n0 : nullptr;
+      for (int64_t mt = mt0; mt < mt1; ++mt) {
+        const int64_t m0 = mt * kQMR, mr = imin(kQMR, a.M - m0);
+        const int32_t* xp = c.xp + (mt * K4 + k0 / 4) * kQMR;
+        const int32_t* cp = c.comp + (mt * G + k0 / gs) * kQMR;
+        QMicroFn fn = nv == 2 ? qmicro_for<2>(mr, gs) : qmicro_for<1>(mr, gs);
+        fn(xp, cp, wp, sp, ng, c.sx + m0, a.y + m0 * a.ldy + n0, a.ldy, msk, kb == 0, bias);
+      }
     }
   }
 }
@@ -712,6 +1132,8 @@ void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_
       return attention_t<DType::F16>(q, kv, kv_head, block_table, n_ctx, scale, alibi_slope, out, scratch);
     case DType::BF16:
       return attention_t<DType::BF16>(q, kv, kv_head, block_table, n_ctx, scale, alibi_slope, out, scratch);
+    case DType::I8:
+      return attention_t<DType::I8>(q, kv, kv_head, block_table, n_ctx, scale, alibi_slope, out, scratch);
     default:
       return attention_t<DType::F32>(q, kv, kv_head, block_table, n_ctx, scale, alibi_slope, out, scratch);
   }
@@ -745,6 +1167,111 @@ void convert_from_f32(DType to, const float* src, void* dst, int64_t n) {
     }
     _mm256_mask_storeu_epi16(d + i, m, h);
   }
+}
+
+void quantize_row_i8(const float* x, int64_t n, int8_t* q, float* scale) {
+  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+  __m512 mx = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __m512 v = _mm512_and_ps(_mm512_maskz_loadu_ps(tail_mask(n - i), x + i), abs_mask);
+    mx = _mm512_max_ps(v, mx);  // NaN in v: keeps mx (second operand), like the reference's std::max
+  }
+  const float amax = _mm512_reduce_max_ps(mx);
+  const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+  const __m512 vinv = _mm512_set1_ps(inv), lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    __m512 t = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), vinv);
+    t = _mm512_min_ps(_mm512_max_ps(t, lo), hi);  // NaN -> -127
+    _mm_mask_storeu_epi8(q + i, m, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(t)));
+  }
+  *scale = amax / 127.0f;
+}
+
+void store_kv_i8(const PagedKV& kv, int64_t slot, const float* k, const float* v) {
+  const int hd = kv.head_dim;
+  const int64_t n = int64_t(kv.n_kv_heads) * hd;
+  for (int h = 0; h < kv.n_kv_heads; ++h) {
+    const int64_t off = slot * n + int64_t(h) * hd;
+    quantize_row_i8(k + int64_t(h) * hd, hd, static_cast<int8_t*>(kv.k) + off, kv.k_scale + slot * kv.n_kv_heads + h);
+    quantize_row_i8(v + int64_t(h) * hd, hd, static_cast<int8_t*>(kv.v) + off, kv.v_scale + slot * kv.n_kv_heads + h);
+  }
+}
+
+void matmul_q_gemv(const QMatmulArgs& a, const Runner& runner) {
+  const QuantizedWeight& w = *a.w;
+  const int64_t G = a.K / w.group_size, gs = w.group_size;
+  float* xsum = detail::scratch(detail::kScratchShared, a.M * G);
+  for (int64_t m = 0; m < a.M; ++m)
+    for (int64_t g = 0; g < G; ++g) {
+      __m512 s = _mm512_setzero_ps();
+      for (int64_t k = g * gs; k < (g + 1) * gs; k += 16) s = _mm512_add_ps(s, _mm512_loadu_ps(a.x + m * a.ldx + k));
+      xsum[m * G + g] = _mm512_reduce_add_ps(s);
+    }
+  QGemvCtx c{&a, xsum, 0, (w.N + 15) / 16};
+  int64_t n_tasks = imax(1, imin(int64_t(runner.n_threads) * 8, c.n_blocks * 16 / kQGemvRowsPerTask));
+  c.blocks_per_task = (c.n_blocks + n_tasks - 1) / n_tasks;
+  n_tasks = (c.n_blocks + c.blocks_per_task - 1) / c.blocks_per_task;
+  if (n_tasks == 1 || runner.n_threads == 1) {
+    for (int64_t t = 0; t < n_tasks; ++t) qgemv_task(&c, t, 0);
+    return;
+  }
+  runner.run(runner.pool, n_tasks, &qgemv_task, &c);
+}
+
+void matmul_q_gemm(const QMatmulArgs& a, const Runner& runner) {
+  const QuantizedWeight& w = *a.w;
+  QGemmCtx c{};
+  c.a = &a;
+  c.n_mt = (a.M + kQMR - 1) / kQMR;
+  c.n_blocks = (w.N + 15) / 16;
+  c.kc = imin(kQKC, a.K);
+  c.n_kb = (a.K + c.kc - 1) / c.kc;
+  const int64_t K4 = a.K / 4, G = a.K / w.group_size;
+  float* buf = detail::scratch(detail::kScratchShared, c.n_mt * kQMR * (K4 + G + 1));
+  c.xp = reinterpret_cast<int32_t*>(buf);
+  c.comp = c.xp + c.n_mt * K4 * kQMR;
+  c.sx = reinterpret_cast<float*>(c.comp + c.n_mt * G * kQMR);
+  const int64_t T = runner.n_threads;
+  c.blocks_per_task = imin(kQNBlocks, imax(2, round_up((c.n_blocks + 2 * T - 1) / (2 * T), 2)));
+  c.n_ntasks = (c.n_blocks + c.blocks_per_task - 1) / c.blocks_per_task;
+  int64_t m_chunks = c.n_ntasks >= 2 * T ? 1 : imin(c.n_mt, (2 * T + c.n_ntasks - 1) / c.n_ntasks);
+  c.mt_per_task = (c.n_mt + m_chunks - 1) / m_chunks;
+  m_chunks = (c.n_mt + c.mt_per_task - 1) / c.mt_per_task;
+  if (T == 1) {
+    for (int64_t mt = 0; mt < c.n_mt; ++mt) qgemm_pack_x_task(&c, mt, 0);
+    for (int64_t t = 0; t < c.n_ntasks * m_chunks; ++t) qgemm_task(&c, t, 0);
+    return;
+  }
+  runner.run(runner.pool, c.n_mt, &qgemm_pack_x_task, &c);
+  runner.run(runner.pool, c.n_ntasks * m_chunks, &qgemm_task, &c);
+}
+
+void matmul_q_gemv_a8(const QMatmulArgs& a, const Runner& runner) {
+  const QuantizedWeight& w = *a.w;
+  const int64_t gs = w.group_size, G = a.K / gs;
+  const int off = w.type == QuantType::Q8 ? 128 : 8;
+  float* buf = detail::scratch(detail::kScratchShared, a.M * (a.K / 4 + 2 * G));
+  int8_t* xq = reinterpret_cast<int8_t*>(buf);
+  int32_t* comp = reinterpret_cast<int32_t*>(buf + a.M * a.K / 4);
+  float* sxg = buf + a.M * (a.K / 4 + G);
+  for (int64_t m = 0; m < a.M; ++m)
+    for (int64_t g = 0; g < G; ++g) {
+      int8_t* q = xq + m * a.K + g * gs;
+      quantize_row_i8(a.x + m * a.ldx + g * gs, gs, q, sxg + m * G + g);
+      int32_t s = 0;
+      for (int64_t k = 0; k < gs; ++k) s += q[k];
+      comp[m * G + g] = -off * s;
+    }
+  QGemvA8Ctx c{&a, reinterpret_cast<const int32_t*>(xq), comp, sxg, 0, (w.N + 15) / 16};
+  int64_t n_tasks = imax(1, imin(int64_t(runner.n_threads) * 8, c.n_blocks * 16 / kQGemvRowsPerTask));
+  c.blocks_per_task = (c.n_blocks + n_tasks - 1) / n_tasks;
+  n_tasks = (c.n_blocks + c.blocks_per_task - 1) / c.blocks_per_task;
+  if (n_tasks == 1 || runner.n_threads == 1) {
+    for (int64_t t = 0; t < n_tasks; ++t) qgemv_a8_task(&c, t, 0);
+    return;
+  }
+  runner.run(runner.pool, n_tasks, &qgemv_a8_task, &c);
 }
 
 }  // namespace rinfer::kernels::cpu::avx512

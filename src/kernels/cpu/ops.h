@@ -3,6 +3,7 @@
 // plain scalar reference (reference.cpp) and faster AVX2 / AVX-512 versions
 // chosen at run time from the CPU's features. Kernels know shapes and dtypes,
 // never which model calls them.
+#include <cstddef>
 #include <cstdint>
 
 #include "core/dtype.h"
@@ -46,8 +47,18 @@ void add_inplace(float* y, const float* x, int64_t n);
 void softmax(float* x, int64_t n);
 
 // The paged KV cache of one layer, as attention reads it: a pool of blocks,
-// each [block_size][n_kv_heads][head_dim] of `dtype` (F32, F16 or BF16), for
-// K and for V. A sequence owns the blocks listed in its block table, in order.
+// each [block_size][n_kv_heads][head_dim] of `dtype` (F32, F16, BF16 or I8),
+// for K and for V. A sequence owns the blocks listed in its block table, in
+// order. Slot s = block * block_size + offset holds one token.
+//
+// I8 (INT8 KV cache): symmetric per-token, per-head quantization. Values are
+// int8 in [-127, 127] in the same [block][token][head][head_dim] layout, and
+// k_scale / v_scale hold one f32 per (slot, head): the scale of head h of slot
+// s is at index s * n_kv_heads + h (same block order as k / v, so the scale
+// pools have blocks * block_size * n_kv_heads floats). The value is
+// q * scale with scale = max|x| / 127 over the head's head_dim values
+// (quantization error <= scale / 2). Bytes per token and head:
+// head_dim + 4 (vs 2 * head_dim for F16/BF16). Unused for other dtypes.
 struct PagedKV {
   void* k = nullptr;
   void* v = nullptr;
@@ -55,6 +66,8 @@ struct PagedKV {
   int block_size = 16;
   int n_kv_heads = 0;
   int head_dim = 0;
+  float* k_scale = nullptr;  // I8 only: [slot][n_kv_heads]
+  float* v_scale = nullptr;  // I8 only: [slot][n_kv_heads]
 };
 
 // One query head attending over the first n_ctx cached positions of a sequence:
@@ -65,8 +78,102 @@ void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_
                     int64_t n_ctx, float scale, float alibi_slope, float* out, float* scratch);
 
 // Write one token's K and V (n_kv_heads * head_dim floats each) into slot
-// `slot` (block * block_size + offset) of the cache, converting to its dtype.
+// `slot` (block * block_size + offset) of the cache, converting to its dtype
+// (I8: quantizing each head and writing its scale, see PagedKV).
 void store_kv(const PagedKV& kv, int64_t slot, const float* k, const float* v);
+
+
+// ================================================================= quantized weights
+// Symmetric per-group quantization of a weight matrix W[N][K] (y = x W^T):
+// every run of group_size consecutive k of a row shares one scale s, and
+//   W[n, k] ~= s[n, k / group_size] * q[n, k],
+//   q in [-127, 127] (Q8, s = max|w| / 127) or [-7, 7] (Q4, s = max|w| / 7).
+// Quantization error: |W - s q| <= s / 2 per element (tested).
+//
+// Packed layout (repacked for the kernels; produced by quantize_weights):
+// rows are taken in blocks of 16 (N is padded to Np = round_up(N, 16); the
+// padding rows have q = 0 and scale 0). q is stored unsigned, u = q + offset
+// with offset 128 (Q8) or 8 (Q4): a fixed zero point (see `zeros`).
+//  - Q8 data: [Np/16][K/4][16 rows][4 k] bytes, i.e. byte
+//        (n/16) * 16K + (k/4) * 64 + (n%16) * 4 + k%4
+//    (one 64-byte line = 16 rows x 4 consecutive k: one VNNI operand).
+//  - Q4 data: [Np/16][K/8][16 rows][4 k] bytes of two nibbles, i.e. byte
+//        (n/16) * 8K + (k/8) * 64 + (n%16) * 4 + k%4
+//    low nibble for k % 8 < 4, high nibble for k % 8 >= 4.
+//  - scales: [Np/16][K/group_size][16 rows] of scale_dtype (F16 or F32).
+// Requirements: group_size in {32, 64, 128}, K % group_size == 0, data and
+// scales 64-byte aligned for best speed (any alignment works).
+enum class QuantType : uint8_t { Q8, Q4 };
+const char* quant_type_name(QuantType t);  // "q8" / "q4"
+
+struct QuantizedWeight {
+  QuantType type = QuantType::Q8;
+  int64_t N = 0, K = 0;
+  int64_t group_size = 32;
+  DType scale_dtype = DType::F16;  // F16 or F32
+  const void* data = nullptr;      // quant_data_bytes(type, N, K) bytes, layout above
+  const void* scales = nullptr;    // quant_scale_bytes(N, K, group_size, scale_dtype) bytes
+  // Reserved for asymmetric (GPTQ/AWQ-style) per-group zero points, same
+  // [Np/16][K/group_size][16] indexing as scales. Must be nullptr for now: the
+  // zero point is then the fixed offset 128 (Q8) / 8 (Q4).
+  const void* zeros = nullptr;
+};
+
+bool quant_group_size_supported(int64_t group_size);  // 32, 64 or 128
+int64_t quant_padded_rows(int64_t N);                  // round_up(N, 16)
+size_t quant_data_bytes(QuantType type, int64_t N, int64_t K);
+size_t quant_scale_bytes(int64_t N, int64_t K, int64_t group_size, DType scale_dtype);
+// Fails (rinfer::Error naming the problem) on an unsupported group size, K not
+// a multiple of it, a scale dtype other than F16/F32 or N, K <= 0.
+void check_quant_shape(QuantType type, int64_t N, int64_t K, int64_t group_size, DType scale_dtype);
+
+// Quantize N rows of K floats (row stride ldw elements) into caller-owned
+// `data` / `scales` buffers of the sizes above, in the packed layout. F16
+// scales are rounded up when needed so that no value clips; weights must be
+// finite (fails otherwise). Deterministic: the result does not depend on the
+// thread count, and equals reference::quantize_weights bit for bit.
+void quantize_weights(const float* w, int64_t N, int64_t K, int64_t ldw, QuantType type, int64_t group_size,
+                      DType scale_dtype, void* data, void* scales, ThreadPool& pool);
+// out[n * K + k] = s * q (N x K floats): the weights the kernels multiply by.
+void dequantize_weights(const QuantizedWeight& w, float* out);
+
+// y[m, n] = sum_k x[m, k] * Wq[n, k] + bias[n], arguments as matmul().
+// Two regimes (see matmul_q_path):
+//  - decode, M <= quant_gemv_max_m(): a GEMV that streams W once, either
+//    weight-only ("W8A16"/"W4A16": x stays f32, weights dequantized in
+//    registers, f32 accumulation, group scales applied once per group) or, on
+//    AVX-512 VNNI, with x quantized to int8 per (row, group)
+//    (ActQuant::PerGroup) and integer dot products. set_quant_decode picks;
+//    Auto (default) takes whichever measured faster on this machine class:
+//    weight-only for Q8 (memory-bound already), int8 activations for Q4 (the
+//    weight-only Q4 GEMV is compute-bound at ~60% of memory bandwidth).
+//  - prefill, larger M: W8A8 / W4A8: each x row is quantized to int8 with one
+//    scale per row (ActQuant::PerRow, quantize_row_i8), integer dot products
+//    per group (AVX-512 VNNI vpdpbusd), then scaled and summed in f32. Where
+//    VNNI is missing the weights are dequantized to f32 panels and a f32 GEMM
+//    is used instead (activations stay f32).
+void matmul_q(const float* x, int64_t M, int64_t K, int64_t ldx, const QuantizedWeight& w, const float* bias, float* y,
+              int64_t ldy, ThreadPool& pool);
+int64_t quant_gemv_max_m();  // 4
+
+enum class QuantDecode : uint8_t { Auto, WeightOnly, Int8Activations };
+void set_quant_decode(QuantDecode mode);  // process-wide; Int8Activations needs VNNI (else weight-only)
+QuantDecode quant_decode();
+
+// How a path treats x: None (f32 as is), PerRow (quantize_row_i8 on each
+// row), PerGroup (quantize_row_i8 on each group_size run of each row).
+enum class ActQuant : uint8_t { None, PerRow, PerGroup };
+// What matmul_q does for M rows on the active ISA: "w8a16-gemv", "w4a16-gemv"
+// (weight-only; activations f32), "w8a8-vnni-gemv", "w4a8-vnni-gemv",
+// "w8a8-vnni-gemm", "w4a8-vnni-gemm", "w8a16-dequant-gemm",
+// "w4a16-dequant-gemm" (AVX2 / no VNNI), "w8a16-scalar", "w4a16-scalar".
+const char* matmul_q_path(int64_t M, const QuantizedWeight& w);
+ActQuant matmul_q_activation_quant(int64_t M, const QuantizedWeight& w);
+
+// Dynamic per-row activation quantization used by the W8A8 paths:
+//   amax = max |x|, q[k] = round_half_even(clamp(x[k] * (127 / amax), -127, 127)),
+//   *scale = amax / 127 (0 and q = 0 when amax = 0; NaN maps to -127).
+void quantize_row_i8(const float* x, int64_t n, int8_t* q, float* scale);
 
 namespace reference {
 // The scalar implementations: the definition every SIMD variant is tested against.
@@ -80,6 +187,14 @@ void add_inplace(float* y, const float* x, int64_t n);
 void softmax(float* x, int64_t n);
 void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_t* block_table,
                     int64_t n_ctx, float scale, float alibi_slope, float* out, float* scratch);
+void store_kv(const PagedKV& kv, int64_t slot, const float* k, const float* v);
+void quantize_weights(const float* w, int64_t N, int64_t K, int64_t ldw, QuantType type, int64_t group_size,
+                      DType scale_dtype, void* data, void* scales);
+void quantize_row_i8(const float* x, int64_t n, int8_t* q, float* scale);
+// Quantized matmul in double precision on the dequantized weights, x first
+// quantized as `act` says (the definition each path is tested against).
+void matmul_q(const float* x, int64_t M, int64_t K, int64_t ldx, const QuantizedWeight& w, const float* bias, float* y,
+              int64_t ldy, ActQuant act);
 }  // namespace reference
 
 }  // namespace rinfer::kernels::cpu

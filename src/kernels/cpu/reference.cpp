@@ -1,6 +1,8 @@
 // Scalar reference kernels: straightforward loops, accumulation in double
 // where it is cheap, so SIMD variants have an exact-enough yardstick.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "core/error.h"
@@ -86,18 +88,167 @@ void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_
     return int64_t(block_table[j / kv.block_size]) * block_stride + (j % kv.block_size) * token_stride +
            int64_t(kv_head) * hd;
   };
+  const bool i8 = kv.dtype == DType::I8;
+  // I8: the per-(slot, head) scale; offset off = slot * n_kv_heads * hd + kv_head * hd.
+  auto kv_scale = [&](const float* scales, int64_t off) { return i8 ? scales[off / hd] : 1.0f; };
+  auto ld = [&](const void* p, int64_t i) {
+    return i8 ? float(static_cast<const int8_t*>(p)[i]) : load(p, kv.dtype, i);
+  };
   for (int64_t j = 0; j < n_ctx; ++j) {
     int64_t off = slot_offset(j);
     double dot = 0;
-    for (int d = 0; d < hd; ++d) dot += double(q[d]) * load(kv.k, kv.dtype, off + d);
+    for (int d = 0; d < hd; ++d) dot += double(q[d]) * ld(kv.k, off + d);
+    dot *= kv_scale(kv.k_scale, off);
     scratch[j] = float(dot) * scale + alibi_slope * float(j - (n_ctx - 1));
   }
   softmax(scratch, n_ctx);
   for (int d = 0; d < hd; ++d) out[d] = 0;
   for (int64_t j = 0; j < n_ctx; ++j) {
     int64_t off = slot_offset(j);
-    for (int d = 0; d < hd; ++d) out[d] += scratch[j] * load(kv.v, kv.dtype, off + d);
+    const float sv = kv_scale(kv.v_scale, off);
+    for (int d = 0; d < hd; ++d) out[d] += scratch[j] * (sv * ld(kv.v, off + d));
   }
+}
+
+void store_kv(const PagedKV& kv, int64_t slot, const float* k, const float* v) {
+  const int64_t n = int64_t(kv.n_kv_heads) * kv.head_dim;
+  if (kv.dtype == DType::I8) {
+    for (int h = 0; h < kv.n_kv_heads; ++h) {
+      const int64_t off = slot * n + int64_t(h) * kv.head_dim;
+      quantize_row_i8(k + int64_t(h) * kv.head_dim, kv.head_dim, static_cast<int8_t*>(kv.k) + off,
+                      kv.k_scale + slot * kv.n_kv_heads + h);
+      quantize_row_i8(v + int64_t(h) * kv.head_dim, kv.head_dim, static_cast<int8_t*>(kv.v) + off,
+                      kv.v_scale + slot * kv.n_kv_heads + h);
+    }
+    return;
+  }
+  const size_t esz = dtype_size(kv.dtype);
+  convert_from_f32(kv.dtype, k, static_cast<uint8_t*>(kv.k) + slot * n * esz, size_t(n));
+  convert_from_f32(kv.dtype, v, static_cast<uint8_t*>(kv.v) + slot * n * esz, size_t(n));
+}
+
+// ================================================================= quantization
+void quantize_row_i8(const float* x, int64_t n, int8_t* q, float* scale) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));  // NaN ignored (max keeps amax)
+  const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    float t = x[i] * inv;
+    t = t > -127.0f ? t : -127.0f;  // NaN -> -127, as the SIMD max(t, -127)
+    t = t < 127.0f ? t : 127.0f;
+    q[i] = int8_t(std::nearbyint(t));
+  }
+  *scale = amax / 127.0f;
+}
+
+namespace {
+int64_t pad16(int64_t n) { return (n + 15) / 16 * 16; }
+
+float read_scale(const QuantizedWeight& w, int64_t idx) {
+  return w.scale_dtype == DType::F16 ? f16_to_f32(static_cast<const uint16_t*>(w.scales)[idx])
+                                     : static_cast<const float*>(w.scales)[idx];
+}
+// Unsigned stored value u (q = u - offset) of W[n, k].
+int quant_u(const QuantizedWeight& w, int64_t n, int64_t k) {
+  const auto* d = static_cast<const uint8_t*>(w.data);
+  if (w.type == QuantType::Q8) return d[(n / 16) * 16 * w.K + (k / 4) * 64 + (n % 16) * 4 + k % 4];
+  const uint8_t b = d[(n / 16) * 8 * w.K + (k / 8) * 64 + (n % 16) * 4 + k % 4];
+  return (k % 8) < 4 ? (b & 15) : (b >> 4);
+}
+}  // namespace
+
+void quantize_weights(const float* w, int64_t N, int64_t K, int64_t ldw, QuantType type, int64_t group_size,
+                      DType scale_dtype, void* data, void* scales) {
+  check_quant_shape(type, N, K, group_size, scale_dtype);
+  const int qmax = type == QuantType::Q8 ? 127 : 7, off = type == QuantType::Q8 ? 128 : 8;
+  const int64_t Np = pad16(N), G = K / group_size;
+  auto* d = static_cast<uint8_t*>(data);
+  std::memset(d, 0, quant_data_bytes(type, N, K));
+  std::vector<int> q(static_cast<size_t>(group_size));
+  for (int64_t n = 0; n < Np; ++n)
+    for (int64_t g = 0; g < G; ++g) {
+      float s = 0.0f;  // padding rows: scale 0, q 0
+      std::fill(q.begin(), q.end(), 0);
+      if (n < N) {
+        const float* src = w + n * ldw + g * group_size;
+        float amax = 0.0f;
+        for (int64_t i = 0; i < group_size; ++i) {
+          RINFER_CHECK(std::isfinite(src[i]), "quantize_weights: non-finite weight at row ", n, " column ",
+                       g * group_size + i);
+          amax = std::max(amax, std::fabs(src[i]));
+        }
+        s = amax / float(qmax);
+        if (scale_dtype == DType::F16) {
+          uint16_t h = f32_to_f16(s);
+          // never round the scale down past amax / qmax: no value may clip
+          if (double(f16_to_f32(h)) * qmax < double(amax)) ++h;
+          RINFER_CHECK(std::isfinite(f16_to_f32(h)), "quantize_weights: scale ", s, " of row ", n,
+                       " overflows f16; use F32 scales");
+          s = f16_to_f32(h);
+        }
+        if (s > 0.0f)
+          for (int64_t i = 0; i < group_size; ++i) {
+            const double t = std::nearbyint(double(src[i]) / double(s));
+            q[size_t(i)] = int(std::clamp(t, double(-qmax), double(qmax)));
+          }
+      }
+      const int64_t sidx = ((n / 16) * G + g) * 16 + n % 16;
+      if (scale_dtype == DType::F16)
+        static_cast<uint16_t*>(scales)[sidx] = f32_to_f16(s);
+      else
+        static_cast<float*>(scales)[sidx] = s;
+      for (int64_t i = 0; i < group_size; ++i) {
+        const int64_t k = g * group_size + i;
+        const int u = q[size_t(i)] + off;
+        if (type == QuantType::Q8)
+          d[(n / 16) * 16 * K + (k / 4) * 64 + (n % 16) * 4 + k % 4] = uint8_t(u);
+        else
+          d[(n / 16) * 8 * K + (k / 8) * 64 + (n % 16) * 4 + k % 4] |= uint8_t((k % 8) < 4 ? u : u << 4);
+      }
+    }
+}
+
+void matmul_q(const float* x, int64_t M, int64_t K, int64_t ldx, const QuantizedWeight& w, const float* bias, float* y,
+              int64_t ldy, ActQuant act) {
+  const int off = w.type == QuantType::Q8 ? 128 : 8;
+  const int64_t gs = w.group_size;
+  std::vector<int8_t> qx(static_cast<size_t>(K));
+  std::vector<double> xr(static_cast<size_t>(K));
+  for (int64_t m = 0; m < M; ++m) {
+    double sx = 1.0;
+    if (act == ActQuant::PerRow) {
+      float s;
+      quantize_row_i8(x + m * ldx, K, qx.data(), &s);
+      sx = s;
+      for (int64_t k = 0; k < K; ++k) xr[size_t(k)] = qx[size_t(k)];
+    } else if (act == ActQuant::PerGroup) {
+      for (int64_t g = 0; g < K / gs; ++g) {
+        float s;
+        quantize_row_i8(x + m * ldx + g * gs, gs, qx.data() + g * gs, &s);
+        for (int64_t k = g * gs; k < (g + 1) * gs; ++k) xr[size_t(k)] = double(qx[size_t(k)]) * s;
+      }
+    } else {
+      for (int64_t k = 0; k < K; ++k) xr[size_t(k)] = x[m * ldx + k];
+    }
+    for (int64_t n = 0; n < w.N; ++n) {
+      double acc = 0;
+      for (int64_t g = 0; g < K / gs; ++g) {
+        double part = 0;
+        for (int64_t k = g * gs; k < (g + 1) * gs; ++k) part += xr[size_t(k)] * double(quant_u(w, n, k) - off);
+        acc += part * read_scale(w, ((n / 16) * (K / gs) + g) * 16 + n % 16);
+      }
+      y[m * ldy + n] = float(acc * sx + (bias ? bias[n] : 0.0));
+    }
+  }
+}
+
+// Exposed for dequantize_weights (ops.h) below.
+void dequantize_rows(const QuantizedWeight& w, float* out) {
+  const int off = w.type == QuantType::Q8 ? 128 : 8;
+  const int64_t G = w.K / w.group_size;
+  for (int64_t n = 0; n < w.N; ++n)
+    for (int64_t k = 0; k < w.K; ++k)
+      out[n * w.K + k] = read_scale(w, ((n / 16) * G + k / w.group_size) * 16 + n % 16) * float(quant_u(w, n, k) - off);
 }
 
 }  // namespace rinfer::kernels::cpu::reference

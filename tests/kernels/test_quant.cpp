@@ -1,0 +1,464 @@
+// Quantized weights (Q8 / Q4, per-group scales), W8A8 activations and the
+// INT8 KV cache: every ISA the CPU supports against the scalar reference.
+//
+// Error bounds checked (u = 2^-24, per output y[m, n]):
+//  - quantization itself: |dequant(quant(w)) - w| <= s/2 per element (s = the
+//    stored scale of its group), plus 2u|w| for the f32 rounding of s * q.
+//  - weight-only paths (decode GEMV, AVX2 / no-VNNI dequant GEMM, scalar) vs
+//    reference::matmul_q on the same x, accumulated in double:
+//      |y - ref| <= (K/8 + 2G + 32) u * (sum_k |x_k| s_g (|q_k| + 2 off) + |bias|)
+//    The GEMV sums x * (q + off) in f32 (gs/4 terms per lane and group), scales
+//    per group (G terms) and subtracts off * s_g * sum_g(x); the magnitude
+//    covers the intermediate sums with the zero-point offset (off = 128 / 8).
+//    The dequant GEMM sums K f32 products sequentially (worst case K u, the
+//    K/8 reflects random signs, as in test_matmul.cpp).
+//  - W8A8 / W4A8 paths vs reference::matmul_q(ActQuant::PerRow or PerGroup),
+//    i.e. on the same quantized activations: the int32 group sums are exact, so
+//      |y - ref| <= (G + 8) u * (sum_k |sx qx_k| s_g |q_k| + |bias|)
+//    (G roundings of the f32 group accumulation, the scale products, bias).
+//    And vs the unquantized-activation reference: the activation rounding adds
+//    at most sx/2 per element: |y - ref_f32| <= sum_k sx/2 |w_k| + the above.
+//  Both decode variants (weight-only and int8-activation GEMV) are run.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <numeric>
+
+#include "core/error.h"
+#include "kernel_test_util.h"
+
+namespace rinfer::kernels::cpu::testing {
+namespace {
+
+constexpr double u = 1.0 / 16777216.0;
+
+ThreadPool& pool(int n) {
+  static std::unique_ptr<ThreadPool> pools[4];
+  if (!pools[n]) pools[n] = std::make_unique<ThreadPool>(n);
+  return *pools[n];
+}
+
+// A quantized weight owning its buffers (64-byte aligned).
+struct QW {
+  std::vector<uint8_t> data_buf, scale_buf;
+  uint8_t* data = nullptr;
+  uint8_t* scales = nullptr;
+  QuantizedWeight w;
+  std::vector<float> deq;  // dequantized N x K
+};
+
+uint8_t* align64(std::vector<uint8_t>& v, size_t n) {
+  v.assign(n + 64, 0xcd);
+  return v.data() + (64 - reinterpret_cast<uintptr_t>(v.data()) % 64) % 64;
+}
+
+std::unique_ptr<QW> make_qw(const std::vector<float>& src, int64_t N, int64_t K, int64_t ldw, QuantType t, int64_t gs,
+                            DType sdt, int threads = 2) {
+  auto q = std::make_unique<QW>();
+  q->data = align64(q->data_buf, quant_data_bytes(t, N, K));
+  q->scales = align64(q->scale_buf, quant_scale_bytes(N, K, gs, sdt));
+  quantize_weights(src.data(), N, K, ldw, t, gs, sdt, q->data, q->scales, pool(threads));
+  q->w.type = t;
+  q->w.N = N;
+  q->w.K = K;
+  q->w.group_size = gs;
+  q->w.scale_dtype = sdt;
+  q->w.data = q->data;
+  q->w.scales = q->scales;
+  q->deq.resize(size_t(N * K));
+  dequantize_weights(q->w, q->deq.data());
+  return q;
+}
+
+float stored_scale(const QuantizedWeight& w, int64_t n, int64_t g) {
+  const int64_t idx = ((n / 16) * (w.K / w.group_size) + g) * 16 + n % 16;
+  return w.scale_dtype == DType::F16 ? f16_to_f32(static_cast<const uint16_t*>(w.scales)[idx])
+                                     : static_cast<const float*>(w.scales)[idx];
+}
+
+std::vector<float> random_weights(std::mt19937& rng, int64_t N, int64_t ldw) {
+  // rows of different magnitudes, some groups all zero or tiny (subnormal f16 scales)
+  auto v = random_floats(rng, size_t(N * ldw));
+  for (int64_t n = 0; n < N; ++n) {
+    const float mag = std::pow(10.0f, float(int(n % 7) - 3));  // 1e-3 .. 1e3
+    for (int64_t k = 0; k < ldw; ++k) v[size_t(n * ldw + k)] *= mag;
+  }
+  if (N > 2)
+    for (int64_t k = 0; k < std::min<int64_t>(ldw, 40); ++k) {
+      v[size_t(1 * ldw + k)] = 0.0f;
+      v[size_t(2 * ldw + k)] *= 1e-6f;
+    }
+  return v;
+}
+
+TEST(Quant, RoundTripWithinHalfAScaleAndFastEqualsReference) {
+  std::mt19937 rng(1);
+  int cases = 0;
+  for (QuantType t : {QuantType::Q8, QuantType::Q4})
+    for (int64_t gs : {32, 64, 128})
+      for (DType sdt : {DType::F16, DType::F32})
+        for (int64_t N : {1, 3, 16, 37})
+          for (int64_t K : {gs, 3 * gs}) {
+            const int64_t ldw = K + 5;
+            auto src = random_weights(rng, N, ldw);
+            auto q = make_qw(src, N, K, ldw, t, gs, sdt, 3);
+            // reference, single-threaded: identical bytes
+            std::vector<uint8_t> rd(quant_data_bytes(t, N, K)), rs(quant_scale_bytes(N, K, gs, sdt));
+            reference::quantize_weights(src.data(), N, K, ldw, t, gs, sdt, rd.data(), rs.data());
+            ASSERT_EQ(std::memcmp(rd.data(), q->data, rd.size()), 0) << quant_type_name(t) << " gs=" << gs;
+            ASSERT_EQ(std::memcmp(rs.data(), q->scales, rs.size()), 0) << quant_type_name(t) << " gs=" << gs;
+            // nothing written past the sizes
+            ASSERT_EQ(q->data[rd.size()], 0xcd);
+            ASSERT_EQ(q->scales[rs.size()], 0xcd);
+            const int qmax = t == QuantType::Q8 ? 127 : 7;
+            for (int64_t n = 0; n < N; ++n)
+              for (int64_t k = 0; k < K; ++k) {
+                const float s = stored_scale(q->w, n, k / gs);
+                const float w = src[size_t(n * ldw + k)], d = q->deq[size_t(n * K + k)];
+                ASSERT_LE(std::fabs(double(d) - w), 0.5 * s + 2 * u * std::fabs(w))
+                    << quant_type_name(t) << " gs=" << gs << " n=" << n << " k=" << k << " s=" << s;
+                // the scale is not needlessly large: max|w| / qmax <= s (<= one f16 ulp above)
+                ASSERT_LE(std::fabs(double(d)), qmax * double(s) * (1 + 1e-6));
+              }
+            // padding rows of the last block: scale 0
+            for (int64_t n = N; n < quant_padded_rows(N); ++n) ASSERT_EQ(stored_scale(q->w, n, 0), 0.0f);
+            ++cases;
+          }
+  std::printf("  %d quantized shapes\n", cases);
+}
+
+TEST(Quant, SizesAndRejectedShapes) {
+  EXPECT_EQ(quant_data_bytes(QuantType::Q8, 17, 64), size_t(32 * 64));
+  EXPECT_EQ(quant_data_bytes(QuantType::Q4, 17, 64), size_t(32 * 32));
+  EXPECT_EQ(quant_scale_bytes(17, 256, 128, DType::F16), size_t(32 * 2 * 2));
+  EXPECT_EQ(quant_scale_bytes(16, 256, 32, DType::F32), size_t(16 * 8 * 4));
+  std::vector<float> w(64 * 4, 1.0f);
+  std::vector<uint8_t> d(4096), s(4096);
+  EXPECT_THROW(quantize_weights(w.data(), 1, 64, 64, QuantType::Q8, 48, DType::F16, d.data(), s.data(), pool(1)),
+               Error);
+  EXPECT_THROW(quantize_weights(w.data(), 1, 96, 96, QuantType::Q8, 64, DType::F16, d.data(), s.data(), pool(1)),
+               Error);
+  EXPECT_THROW(quantize_weights(w.data(), 1, 64, 64, QuantType::Q4, 32, DType::BF16, d.data(), s.data(), pool(1)),
+               Error);
+  w[5] = std::numeric_limits<float>::infinity();
+  EXPECT_THROW(quantize_weights(w.data(), 1, 64, 64, QuantType::Q4, 32, DType::F16, d.data(), s.data(), pool(1)),
+               Error);
+  w[5] = 1e9f;  // scale 1e9/127 overflows f16; F32 scales are fine
+  EXPECT_THROW(quantize_weights(w.data(), 1, 64, 64, QuantType::Q8, 32, DType::F16, d.data(), s.data(), pool(1)),
+               Error);
+  EXPECT_NO_THROW(quantize_weights(w.data(), 1, 64, 64, QuantType::Q8, 32, DType::F32, d.data(), s.data(), pool(1)));
+  QuantizedWeight qw;
+  qw.N = 1;
+  qw.K = 64;
+  qw.data = d.data();
+  qw.scales = s.data();
+  qw.scale_dtype = DType::F32;
+  float x[64] = {}, y[2];
+  qw.zeros = d.data();
+  EXPECT_THROW(matmul_q(x, 1, 64, 64, qw, nullptr, y, 1, pool(1)), Error);  // zero points: not yet
+  qw.zeros = nullptr;
+  EXPECT_THROW(matmul_q(x, 1, 32, 32, qw, nullptr, y, 1, pool(1)), Error);  // K mismatch
+}
+
+TEST(Quant, ActivationQuantizationBitExact) {
+  std::mt19937 rng(3);
+  for (int64_t n : {1, 7, 8, 15, 16, 17, 33, 64, 100, 257}) {
+    for (int variant = 0; variant < 5; ++variant) {
+      auto x = random_floats(rng, size_t(n), -3.0f, 3.0f);
+      if (variant == 1) std::fill(x.begin(), x.end(), 0.0f);
+      if (variant == 2) x[size_t(n / 2)] = std::numeric_limits<float>::quiet_NaN();
+      if (variant == 3) x[0] = -std::numeric_limits<float>::infinity();
+      if (variant == 4)
+        for (int64_t i = 0; i < n; ++i) x[size_t(i)] = float(i % 5 - 2) * 0.5f;  // exact .5 ties after scaling
+      std::vector<int8_t> want(static_cast<size_t>(n));
+      float want_s;
+      reference::quantize_row_i8(x.data(), n, want.data(), &want_s);
+      for (Isa isa : supported_isas()) {
+        IsaScope scope(isa);
+        std::vector<int8_t> got(size_t(n) + 1, 99);
+        float s;
+        quantize_row_i8(x.data(), n, got.data(), &s);
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), size_t(n)), 0) << isa_name(isa) << " n=" << n << " v=" << variant;
+        ASSERT_EQ(got[size_t(n)], 99);
+        ASSERT_EQ(f32_bits(s), f32_bits(want_s));
+        if (variant == 0) {
+          for (int64_t i = 0; i < n; ++i) ASSERT_LE(std::fabs(x[size_t(i)] - s * got[size_t(i)]), 0.5 * s * (1 + 1e-6));
+        }
+      }
+    }
+  }
+}
+
+struct MCase {
+  int64_t M, K, N;
+  QuantType t;
+  int64_t gs;
+  DType sdt;
+  bool bias;
+  int64_t ldx_pad = 0, ldy_pad = 0;
+};
+
+// Every ISA and 1-3 threads against the reference; returns the worst |err| / bound.
+double check_matmul_q(const MCase& c, uint32_t seed, const char** path_seen = nullptr) {
+  std::mt19937 rng(seed);
+  const int64_t ldx = c.K + c.ldx_pad, ldy = c.N + c.ldy_pad, G = c.K / c.gs;
+  auto x = random_floats(rng, size_t(c.M * ldx), -2.0f, 2.0f);
+  auto src = random_floats(rng, size_t(c.N * c.K));
+  auto q = make_qw(src, c.N, c.K, c.K, c.t, c.gs, c.sdt);
+  auto bias = random_floats(rng, size_t(c.N));
+  const float* b = c.bias ? bias.data() : nullptr;
+  const double off = c.t == QuantType::Q8 ? 128 : 8;
+
+  std::vector<float> ref32(size_t(c.M * ldy)), ref_row(size_t(c.M * ldy)), ref_grp(size_t(c.M * ldy));
+  reference::matmul_q(x.data(), c.M, c.K, ldx, q->w, b, ref32.data(), ldy, ActQuant::None);
+  reference::matmul_q(x.data(), c.M, c.K, ldx, q->w, b, ref_row.data(), ldy, ActQuant::PerRow);
+  reference::matmul_q(x.data(), c.M, c.K, ldx, q->w, b, ref_grp.data(), ldy, ActQuant::PerGroup);
+  // magnitudes for the bounds; index 0: per-row activation scale, 1: per group
+  std::vector<double> mag32(size_t(c.M * c.N)), mag8[2], act[2];
+  for (int i = 0; i < 2; ++i) {
+    mag8[i].resize(size_t(c.M * c.N));
+    act[i].resize(size_t(c.M * c.N));
+  }
+  std::vector<int8_t> qx(static_cast<size_t>(c.K)), qg(static_cast<size_t>(c.K));
+  std::vector<float> sg(static_cast<size_t>(G));
+  for (int64_t m = 0; m < c.M; ++m) {
+    float sx;
+    reference::quantize_row_i8(x.data() + m * ldx, c.K, qx.data(), &sx);
+    for (int64_t g = 0; g < G; ++g)
+      reference::quantize_row_i8(x.data() + m * ldx + g * c.gs, c.gs, qg.data() + g * c.gs, &sg[size_t(g)]);
+    for (int64_t n = 0; n < c.N; ++n) {
+      double s32 = b ? std::fabs(b[n]) : 0.0, s8[2] = {0, 0}, sw[2] = {0, 0};
+      for (int64_t k = 0; k < c.K; ++k) {
+        const double s = stored_scale(q->w, n, k / c.gs), wq = q->deq[size_t(n * c.K + k)];
+        const double qv = s > 0 ? std::fabs(wq) / s : 0;
+        s32 += std::fabs(x[size_t(m * ldx + k)]) * s * (qv + 2 * off);
+        s8[0] += std::fabs(double(qx[size_t(k)]) * sx) * s * qv;
+        s8[1] += std::fabs(double(qg[size_t(k)]) * sg[size_t(k / c.gs)]) * s * qv;
+        sw[0] += 0.5 * sx * std::fabs(wq);
+        sw[1] += 0.5 * sg[size_t(k / c.gs)] * std::fabs(wq);
+      }
+      mag32[size_t(m * c.N + n)] = s32;
+      for (int i = 0; i < 2; ++i) {
+        mag8[i][size_t(m * c.N + n)] = s8[i] + (b ? std::fabs(b[n]) : 0.0);
+        act[i][size_t(m * c.N + n)] = sw[i];
+      }
+    }
+  }
+  const double rel32 = (double(c.K) / 8 + 2.0 * G + 32) * u, rel8 = (double(G) + 8) * u;
+
+  double worst = 0;
+  for (Isa isa : supported_isas())
+   for (QuantDecode dm : {QuantDecode::WeightOnly, QuantDecode::Int8Activations}) {
+    IsaScope scope(isa);
+    set_quant_decode(dm);
+    const ActQuant aq = matmul_q_activation_quant(c.M, q->w);
+    const bool a8 = aq != ActQuant::None;
+    const int ai = aq == ActQuant::PerGroup ? 1 : 0;
+    if (path_seen) *path_seen = matmul_q_path(c.M, q->w);
+    const auto& ref = aq == ActQuant::PerRow ? ref_row : aq == ActQuant::PerGroup ? ref_grp : ref32;
+    std::vector<float> first;
+    for (int threads : {1, 2, 3}) {
+      if (isa == Isa::Scalar && threads != 2) continue;
+      std::vector<float> y(size_t(c.M * ldy), -7.0f);
+      matmul_q(x.data(), c.M, c.K, ldx, q->w, b, y.data(), ldy, pool(threads));
+      for (int64_t m = 0; m < c.M; ++m) {
+        for (int64_t n = 0; n < c.N; ++n) {
+          const size_t i = size_t(m * c.N + n);
+          const double yv = y[size_t(m * ldy + n)];
+          const double err = std::fabs(yv - ref[size_t(m * ldy + n)]);
+          const double bound = (a8 ? rel8 * mag8[ai][i] : rel32 * mag32[i]) + 1e-30;
+          worst = std::max(worst, err / bound);
+          if (!(err <= bound)) {
+            ADD_FAILURE() << isa_name(isa) << " " << matmul_q_path(c.M, q->w) << " gs=" << c.gs
+                          << " sdt=" << dtype_name(c.sdt) << " M=" << c.M << " K=" << c.K << " N=" << c.N
+                          << " bias=" << c.bias << " threads=" << threads << " y[" << m << "," << n << "]=" << yv
+                          << " ref=" << ref[size_t(m * ldy + n)] << " bound=" << bound;
+            return worst;
+          }
+          if (a8) {  // and close to the f32-activation result: activation rounding <= sx/2 each
+            const double e32 = std::fabs(yv - ref32[size_t(m * ldy + n)]);
+            if (!(e32 <= act[ai][i] + rel8 * mag8[ai][i] + rel32 * mag32[i])) {
+              ADD_FAILURE() << isa_name(isa) << " W8A8 too far from the f32-activation result: " << e32 << " > "
+                            << act[ai][i];
+              return worst;
+            }
+          }
+        }
+        for (int64_t n = c.N; n < ldy; ++n)
+          if (y[size_t(m * ldy + n)] != -7.0f) {
+            ADD_FAILURE() << "matmul_q wrote past N in row " << m;
+            return worst;
+          }
+      }
+      if (first.empty())
+        first = y;
+      else if (first != y)
+        ADD_FAILURE() << isa_name(isa) << " M=" << c.M << " K=" << c.K << " N=" << c.N
+                      << ": result depends on the thread count";
+    }
+    set_quant_decode(QuantDecode::Auto);
+  }
+  set_quant_decode(QuantDecode::Auto);
+  return worst;
+}
+
+TEST(MatmulQ, OddShapesAllIsas) {
+  uint32_t seed = 10;
+  double worst = 0;
+  int cases = 0;
+  for (QuantType t : {QuantType::Q8, QuantType::Q4})
+    for (int64_t gs : {32, 64, 128})
+      for (int64_t kg : {1, 3})
+        for (int64_t N : {1, 5, 17, 33, 100})
+          for (int64_t M : {1, 2, 3, 4, 5, 7, 13, 33, 130}) {
+            const int64_t K = gs * kg;
+            if (M * N * K > 1'500'000) continue;
+            const DType sdt = (M + N) % 2 ? DType::F16 : DType::F32;
+            worst = std::max(worst, check_matmul_q({M, K, N, t, gs, sdt, (M + N + K) % 3 != 0}, seed++));
+            ++cases;
+            if (::testing::Test::HasFailure()) return;
+          }
+  std::printf("  %d shapes, worst error / bound = %.3g\n", cases, worst);
+}
+
+TEST(MatmulQ, LargerShapesAndKBlocks) {
+  // K beyond the GEMM k-block (512), many W blocks, M across m-tile edges
+  uint32_t seed = 500;
+  double worst = 0;
+  for (QuantType t : {QuantType::Q8, QuantType::Q4}) {
+    worst = std::max(worst, check_matmul_q({1, 2048, 300, t, 32, DType::F16, true}, seed++));
+    worst = std::max(worst, check_matmul_q({4, 1152, 77, t, 128, DType::F16, false}, seed++));
+    worst = std::max(worst, check_matmul_q({37, 1664, 161, t, 64, DType::F32, true}, seed++));
+    worst = std::max(worst, check_matmul_q({130, 640, 48, t, 128, DType::F16, false}, seed++));
+    if (::testing::Test::HasFailure()) return;
+  }
+  std::printf("  worst error / bound = %.3g\n", worst);
+}
+
+TEST(MatmulQ, StridedInputAndOutput) {
+  uint32_t seed = 900;
+  for (QuantType t : {QuantType::Q8, QuantType::Q4})
+    for (int64_t M : {1, 3, 4, 6, 9, 40}) check_matmul_q({M, 96, 29, t, 32, DType::F16, true, 13, 7}, seed++);
+}
+
+TEST(MatmulQ, PathNames) {
+  QuantizedWeight w;
+  w.type = QuantType::Q4;
+  for (Isa isa : supported_isas()) {
+    IsaScope scope(isa);
+    for (QuantType t : {QuantType::Q8, QuantType::Q4}) {
+      w.type = t;
+      std::printf("  %s %s: M=1 %s, M=%d %s, M=512 %s\n", isa_name(isa), quant_type_name(t), matmul_q_path(1, w),
+                  int(quant_gemv_max_m()), matmul_q_path(quant_gemv_max_m(), w), matmul_q_path(512, w));
+    }
+    set_quant_decode(QuantDecode::WeightOnly);
+    EXPECT_EQ(matmul_q_activation_quant(1, w), ActQuant::None);
+    set_quant_decode(QuantDecode::Auto);
+  }
+}
+
+// ---------------------------------------------------------------- INT8 KV cache
+struct KvI8 {
+  std::vector<int8_t> k, v;
+  std::vector<float> ks, vs;
+  std::vector<float> kf, vf;  // the f32 values stored (for the accuracy check)
+  PagedKV kv;
+};
+
+KvI8 make_kv_i8(std::mt19937& rng, int hd, int nkv, int bs, int64_t pool_blocks) {
+  KvI8 c;
+  const int64_t slots = pool_blocks * bs, per = int64_t(nkv) * hd;
+  c.k.assign(size_t(slots * per), 0);
+  c.v.assign(size_t(slots * per), 0);
+  c.ks.assign(size_t(slots * nkv), 0.0f);
+  c.vs.assign(size_t(slots * nkv), 0.0f);
+  c.kf = random_floats(rng, size_t(slots * per), -2.0f, 2.0f);
+  c.vf = random_floats(rng, size_t(slots * per));
+  c.kv.k = c.k.data();
+  c.kv.v = c.v.data();
+  c.kv.dtype = DType::I8;
+  c.kv.block_size = bs;
+  c.kv.n_kv_heads = nkv;
+  c.kv.head_dim = hd;
+  c.kv.k_scale = c.ks.data();
+  c.kv.v_scale = c.vs.data();
+  for (int64_t s = 0; s < slots; ++s) reference::store_kv(c.kv, s, c.kf.data() + s * per, c.vf.data() + s * per);
+  return c;
+}
+
+TEST(KvCacheI8, StoreMatchesReferenceBitForBit) {
+  std::mt19937 rng(11);
+  for (int hd : {8, 13, 64, 80, 128}) {
+    const int nkv = 3, bs = 4;
+    KvI8 want = make_kv_i8(rng, hd, nkv, bs, 2);
+    want.kf[5] = std::numeric_limits<float>::quiet_NaN();  // the NaN convention too
+    for (int64_t s = 0; s < 8; ++s)
+      reference::store_kv(want.kv, s, want.kf.data() + s * nkv * hd, want.vf.data() + s * nkv * hd);
+    for (Isa isa : supported_isas()) {
+      IsaScope scope(isa);
+      KvI8 got = want;
+      got.kv.k = got.k.data();
+      got.kv.v = got.v.data();
+      got.kv.k_scale = got.ks.data();
+      got.kv.v_scale = got.vs.data();
+      std::fill(got.k.begin(), got.k.end(), 0);
+      std::fill(got.ks.begin(), got.ks.end(), 0.0f);
+      for (int64_t s = 0; s < 8; ++s) store_kv(got.kv, s, got.kf.data() + s * nkv * hd, got.vf.data() + s * nkv * hd);
+      ASSERT_EQ(got.k, want.k) << isa_name(isa) << " hd=" << hd;
+      ASSERT_EQ(got.v, want.v) << isa_name(isa) << " hd=" << hd;
+      ASSERT_EQ(std::memcmp(got.ks.data(), want.ks.data(), got.ks.size() * 4), 0) << isa_name(isa);
+      ASSERT_EQ(std::memcmp(got.vs.data(), want.vs.data(), got.vs.size() * 4), 0) << isa_name(isa);
+    }
+  }
+}
+
+TEST(KvCacheI8, AttentionMatchesReference) {
+  std::mt19937 rng(12);
+  double worst_quant = 0;
+  for (int hd : {8, 24, 64, 80, 128})
+    for (int bs : {1, 7, 16})
+      for (int64_t n_ctx : {1, 5, 16, 17, 100, 300}) {
+        const int nkv = hd <= 24 ? 3 : 2;
+        const int64_t n_blocks = (n_ctx + bs - 1) / bs, pool_blocks = n_blocks + 2;
+        KvI8 c = make_kv_i8(rng, hd, nkv, bs, pool_blocks);
+        std::vector<int32_t> order(static_cast<size_t>(pool_blocks));
+        std::iota(order.begin(), order.end(), 0);
+        std::shuffle(order.begin(), order.end(), rng);
+        const float scale = 1.0f / std::sqrt(float(hd));
+        const float alibi = bs == 7 ? 0.0625f : 0.0f;
+        for (int h = 0; h < nkv; ++h) {
+          auto q = random_floats(rng, size_t(hd));
+          std::vector<float> ref(static_cast<size_t>(hd)), scratch(static_cast<size_t>(n_ctx));
+          reference::attention_head(q.data(), c.kv, h, order.data(), n_ctx, scale, alibi, ref.data(), scratch.data());
+          // bound as in test_ops.cpp, with |K| <= 2 and the scale products (a few u more)
+          double qk = 0;
+          for (int d = 0; d < hd; ++d) qk += 2 * std::fabs(q[d]);
+          const double score_err = (hd / 8.0 + 12) * u * scale * qk + 4 * u * alibi * n_ctx;
+          const double bound = 2 * score_err + 24 * u + (n_ctx / 2.0 + 8) * u;
+          for (Isa isa : supported_isas()) {
+            IsaScope scope(isa);
+            std::vector<float> out(size_t(hd), 123.0f), s2(static_cast<size_t>(n_ctx));
+            attention_head(q.data(), c.kv, h, order.data(), n_ctx, scale, alibi, out.data(), s2.data());
+            for (int d = 0; d < hd; ++d)
+              ASSERT_LE(std::fabs(out[d] - ref[d]), bound)
+                  << isa_name(isa) << " hd=" << hd << " bs=" << bs << " n_ctx=" << n_ctx << " d=" << d;
+          }
+          // accuracy cost of the INT8 cache vs the same cache in f32
+          KvI8& f = c;
+          PagedKV kf = f.kv;
+          kf.dtype = DType::F32;
+          kf.k = f.kf.data();
+          kf.v = f.vf.data();
+          std::vector<float> exact(static_cast<size_t>(hd));
+          reference::attention_head(q.data(), kf, h, order.data(), n_ctx, scale, alibi, exact.data(), scratch.data());
+          for (int d = 0; d < hd; ++d) worst_quant = std::max(worst_quant, double(std::fabs(exact[d] - ref[d])));
+        }
+        if (::testing::Test::HasFailure()) return;
+      }
+  std::printf("  INT8 KV vs f32 KV: worst |attention output difference| = %.3g (|V| <= 1)\n", worst_quant);
+  EXPECT_LT(worst_quant, 0.05);
+}
+
+}  // namespace
+}  // namespace rinfer::kernels::cpu::testing
