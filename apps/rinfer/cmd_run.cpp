@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "common.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "runtime/generator.h"
 
@@ -21,6 +22,7 @@ struct RunOptions {
   int32_t top_k = 0;
   int64_t seed = -1;
   bool json = false, ignore_eos = false;
+  std::string expert_stats;
   int64_t max_model_len = 0;
   RuntimeOptions rt;
 };
@@ -45,6 +47,8 @@ Runner add_run(CLI::App& app) {
   cmd->add_option("--max-model-len", o->max_model_len, "Limit prompt + output tokens")->check(integer_in(0));
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at EOS");
   cmd->add_flag("--json", o->json, "Print one JSON object (prompt_ids, output_ids, text, timings)");
+  cmd->add_option("--expert-stats", o->expert_stats,
+                  "MoE models: write per-layer expert activation counts (JSON) to this file");
   add_runtime_options(cmd, o->rt);
   return [o, ids_opt]() -> int {
     const bool use_text = ids_opt->count() == 0;
@@ -77,6 +81,21 @@ Runner add_run(CLI::App& app) {
     }
     Generator gen(*s->lm.model, *s->kv);
     gen.check_request(prompt, go);  // fail before the prompt is echoed
+    if (!o->expert_stats.empty())
+      RINFER_CHECK(!s->lm.model->expert_counts().empty(), "--expert-stats: ", s->lm.config.architecture,
+                   " has no mixture-of-experts layers");
+    // Per-layer expert activation counts, for load-aware expert placement.
+    auto write_expert_stats = [&] {
+      if (o->expert_stats.empty()) return;
+      nlohmann::json layers = nlohmann::json::array();
+      const auto counts = s->lm.model->expert_counts();
+      for (size_t l = 0; l < counts.size(); ++l)
+        if (!counts[l].empty()) layers.push_back({{"layer", l}, {"counts", counts[l]}});
+      write_file_atomic(o->expert_stats, dump({{"model", s->lm.name},
+                                               {"architecture", s->lm.config.architecture},
+                                               {"layers", layers}}) +
+                                             "\n");
+    };
     GenerateResult r;
     if (o->json) {
       r = gen.generate(prompt, go);
@@ -99,6 +118,7 @@ Runner add_run(CLI::App& app) {
       double tps = r.n_decode_steps > 0 && r.decode_s > 0 ? double(r.n_decode_steps) / r.decode_s : 0;
       std::fprintf(stderr, "[%zu prompt tokens, %zu generated, stop: %s; TTFT %.1f ms, decode %.2f tok/s]\n",
                    prompt.size(), r.output_ids.size(), r.stop_reason.c_str(), r.ttft_s * 1e3, tps);
+      write_expert_stats();
       return 0;
     }
     nlohmann::json j;
@@ -111,6 +131,7 @@ Runner add_run(CLI::App& app) {
     j["ttft_ms"] = r.ttft_s * 1e3;
     j["decode_tokens_per_s"] = r.n_decode_steps > 0 && r.decode_s > 0 ? double(r.n_decode_steps) / r.decode_s : 0.0;
     std::printf("%s\n", dump(j).c_str());
+    write_expert_stats();
     return 0;
   };
 }

@@ -1,6 +1,7 @@
 #include "model/decoder.h"
 
 #include "core/error.h"
+#include "model/moe.h"
 
 namespace rinfer {
 
@@ -21,6 +22,17 @@ uint64_t Decoder::weight_bytes_per_token() const {
   uint64_t n = lm_head_.bytes();
   for (const auto& L : layers_) n += L.attn->weight_bytes() + L.ffn->weight_bytes_per_token();
   return n;
+}
+
+std::vector<std::vector<uint64_t>> Decoder::expert_counts() const {
+  std::vector<std::vector<uint64_t>> counts;
+  bool any = false;
+  for (const auto& L : layers_) {
+    const auto* moe = dynamic_cast<const MoeFeedForward*>(L.ffn.get());
+    counts.push_back(moe ? moe->expert_counts() : std::vector<uint64_t>{});
+    any = any || moe;
+  }
+  return any ? counts : std::vector<std::vector<uint64_t>>{};
 }
 
 void Decoder::forward(std::span<const BatchItem> batch, KVCache& kv, float* logits) {

@@ -28,6 +28,7 @@ class Decoder : public Model {
   KVCacheShape kv_shape() const override { return kv_shape_; }
   void forward(std::span<const BatchItem> batch, KVCache& kv, float* logits) override;
   uint64_t weight_bytes_per_token() const override;
+  std::vector<std::vector<uint64_t>> expert_counts() const override;
 
  private:
   ModelConfig cfg_;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "core/thread_pool.h"
 #include "model/model_config.h"
@@ -30,8 +31,12 @@ class Model {
   // Runs the batch, writing K/V of the new tokens into `kv` and logits
   // [logit_rows, vocab_size] (in batch order) into `logits`.
   virtual void forward(std::span<const BatchItem> batch, KVCache& kv, float* logits) = 0;
-  // Bytes of weights read to decode one token (all matrices once).
+  // Bytes of weights read to decode one token (all matrices once; for MoE
+  // the router, top-k and shared experts).
   virtual uint64_t weight_bytes_per_token() const = 0;
+  // Tokens routed to each expert so far, per layer (empty rows for dense
+  // layers, empty for dense models): the load data for expert placement.
+  virtual std::vector<std::vector<uint64_t>> expert_counts() const { return {}; }
 };
 
 }  // namespace rinfer

@@ -11,23 +11,27 @@ KVCache::KVCache(const KVCacheShape& shape, const KVCacheOptions& opts) : shape_
   RINFER_CHECK(opts.n_blocks > 0, "KV cache needs at least one block");
   RINFER_CHECK(opts.dtype == DType::F32 || opts.dtype == DType::F16 || opts.dtype == DType::BF16,
                "KV cache dtype must be f32, f16 or bf16, got ", dtype_user_name(opts.dtype));
-  layer_bytes_ = size_t(opts.n_blocks) * opts.block_size * shape.n_kv_heads * shape.head_dim * dtype_size(opts.dtype);
+  const int64_t v_dim = shape.v_head_dim < 0 ? shape.head_dim : shape.v_head_dim;
+  const size_t slots = size_t(opts.n_blocks) * size_t(opts.block_size) * size_t(shape.n_kv_heads);
+  k_bytes_ = slots * size_t(shape.head_dim) * dtype_size(opts.dtype);
+  v_bytes_ = slots * size_t(v_dim) * dtype_size(opts.dtype);
   // Preallocated and touched once, so the first request does not pay page faults.
-  storage_ = Buffer(layer_bytes_ * 2 * shape.n_layers, /*zero=*/true);
+  storage_ = Buffer((k_bytes_ + v_bytes_) * size_t(shape.n_layers), /*zero=*/true);
   std::memset(storage_.data(), 0, storage_.size());
   free_.reserve(opts.n_blocks);
   for (int64_t b = opts.n_blocks - 1; b >= 0; --b) free_.push_back(int32_t(b));
 }
 
 size_t KVCache::bytes_per_token() const {
-  return size_t(2 * shape_.n_layers * shape_.n_kv_heads * shape_.head_dim) * dtype_size(opts_.dtype);
+  const int64_t v_dim = shape_.v_head_dim < 0 ? shape_.head_dim : shape_.v_head_dim;
+  return size_t(shape_.n_layers * shape_.n_kv_heads * (shape_.head_dim + v_dim)) * dtype_size(opts_.dtype);
 }
 
 kernels::cpu::PagedKV KVCache::layer(int64_t l) {
   kernels::cpu::PagedKV kv;
-  auto* base = storage_.as<uint8_t>() + size_t(l) * 2 * layer_bytes_;
+  auto* base = storage_.as<uint8_t>() + size_t(l) * (k_bytes_ + v_bytes_);
   kv.k = base;
-  kv.v = base + layer_bytes_;
+  kv.v = v_bytes_ ? base + k_bytes_ : nullptr;
   kv.dtype = opts_.dtype;
   kv.block_size = opts_.block_size;
   kv.n_kv_heads = int(shape_.n_kv_heads);
@@ -55,6 +59,19 @@ void KVCache::reserve(std::vector<int32_t>& table, int64_t n_tokens) {
 void KVCache::release(std::vector<int32_t>& table) {
   for (auto b : table) free_.push_back(b);
   table.clear();
+}
+
+int32_t KVCache::allocate_block() {
+  RINFER_CHECK(!free_.empty(), "KV cache is full: all ", opts_.n_blocks, " blocks of ", opts_.block_size,
+               " tokens are in use");
+  const int32_t b = free_.back();
+  free_.pop_back();
+  return b;
+}
+
+void KVCache::free_block(int32_t block) {
+  RINFER_CHECK(block >= 0 && block < opts_.n_blocks, "KV cache: block ", block, " is outside the pool");
+  free_.push_back(block);
 }
 
 }  // namespace rinfer

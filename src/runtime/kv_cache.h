@@ -17,6 +17,9 @@ struct KVCacheShape {
   int64_t n_layers = 0;
   int64_t n_kv_heads = 0;
   int64_t head_dim = 0;
+  // Width of a V head: -1 means head_dim; 0 means no V at all (latent caches
+  // such as DeepSeek's MLA, where the values are read from the K rows).
+  int64_t v_head_dim = -1;
 };
 
 struct KVCacheOptions {
@@ -44,6 +47,10 @@ class KVCache {
   bool can_reserve(const std::vector<int32_t>& table, int64_t n_tokens) const;
   // Return every block of the table to the pool and clear it.
   void release(std::vector<int32_t>& table);
+  // Single blocks, for the serving engine's block manager (which shares
+  // blocks between sequences and so cannot hand whole tables back).
+  int32_t allocate_block();  // throws rinfer::Error when the pool is exhausted
+  void free_block(int32_t block);
 
   static int64_t blocks_for_tokens(int64_t n_tokens, int block_size) {
     return (n_tokens + block_size - 1) / block_size;
@@ -52,7 +59,7 @@ class KVCache {
  private:
   KVCacheShape shape_;
   KVCacheOptions opts_;
-  size_t layer_bytes_ = 0;  // bytes of K (or V) for one layer
+  size_t k_bytes_ = 0, v_bytes_ = 0;  // bytes of K and of V for one layer
   Buffer storage_;
   std::vector<int32_t> free_;
 };
