@@ -16,12 +16,18 @@ Runner add_synth(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("synth", "Write a Hugging Face checkpoint with random weights and real shapes");
-  cmd->add_option("--arch", o->so.family, "Model family of the preset (llama, qwen2); checked against the preset");
-  cmd->add_option("--preset", o->so.preset, "tiny, tinyllama-1.1b, llama-7b, qwen2.5-0.5b");
+  cmd->add_option("--arch", o->so.family,
+                  "Model family of the preset (llama, qwen2, qwen2_moe, mixtral, baichuan, chatglm, deepseek_v2, "
+                  "deepseek_v3); checked against the preset");
+  cmd->add_option("--preset", o->so.preset, "Preset name (see --list)");
   cmd->add_option("--out,-o", o->so.out, "Output directory (must not exist)");
   cmd->add_option("--dtype", o->dtype, "f32, f16, bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->add_option("--seed", o->so.seed, "Random seed")->check(integer_in(0));
   cmd->add_flag("--list", o->list, "List the presets");
+  cmd->add_option("--layers", o->so.layers, "Override the number of layers (same per-layer shapes)")
+      ->check(integer_in(1));
+  cmd->add_flag("--fp8", o->so.fp8,
+                "Store projection matrices as FP8 e4m3 with 128x128 block scales (DeepSeek-V3 checkpoint layout)");
   return [o]() -> int {
     if (o->list) {
       for (const auto& p : synth_presets()) std::printf("%-16s %-6s %s\n", p.name.c_str(), p.family.c_str(), p.description.c_str());

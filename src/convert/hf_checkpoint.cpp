@@ -40,6 +40,23 @@ HfCheckpoint HfCheckpoint::open(const std::string& dir) {
   } catch (const nlohmann::json::exception& e) {
     fail(cfg_path, ": ", e.what());
   }
+  auto q = ck.hf_config.find("quantization_config");
+  if (q != ck.hf_config.end() && !q->is_null()) try {
+    // Block-scaled FP8 (DeepSeek-V3) is dequantized by the converter; other
+    // schemes (GPTQ, AWQ, bitsandbytes) need their own readers.
+    const std::string method = q->is_object() ? q->value("quant_method", "") : "";
+    RINFER_CHECK(method == "fp8", cfg_path, ": quantization_config quant_method \"", method,
+                 "\" is not supported (supported: fp8 with block scales)");
+    const std::string fmt = q->value("fmt", "e4m3");
+    RINFER_CHECK(fmt == "e4m3", cfg_path, ": FP8 format \"", fmt, "\" is not supported (e4m3)");
+    std::vector<int64_t> block = {128, 128};
+    if (q->contains("weight_block_size")) block = (*q)["weight_block_size"].get<std::vector<int64_t>>();
+    RINFER_CHECK(block.size() == 2 && block[0] > 0 && block[1] > 0, cfg_path,
+                 ": weight_block_size must be two positive integers");
+    ck.config.family["fp8_weight_block"] = block;
+  } catch (const nlohmann::json::exception& e) {
+    fail(cfg_path, ": bad quantization_config: ", e.what());
+  }
   ck.tensors = std::make_unique<io::SafetensorsCheckpoint>(dir);
   return ck;
 }

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -58,10 +59,74 @@ const std::vector<SynthPreset>& synth_presets() {
     q["architectures"] = {"Qwen2ForCausalLM"};
     q["model_type"] = "qwen2";
     q["use_sliding_window"] = false;
-    q["bos_token_id"] = 1;
-    q["eos_token_id"] = 2;
     p.push_back({"qwen2.5-0.5b", "qwen2",
                  "Qwen2.5-0.5B shapes: 24 layers, hidden 896, GQA 14/2, q/k/v biases, tied, vocab 151936", q});
+    json q7 = llama_config(3584, 18944, 28, 28, 4, 152064, 32768, 1e-6, 1000000.0, false);
+    q7["architectures"] = {"Qwen2ForCausalLM"};
+    q7["model_type"] = "qwen2";
+    q7["use_sliding_window"] = false;
+    p.push_back({"qwen2.5-7b", "qwen2", "Qwen2.5-7B shapes: 28 layers, hidden 3584, GQA 28/4, vocab 152064", q7});
+    json qm = llama_config(3584, 18944, 28, 28, 4, 151936, 32768, 1e-6, 1000000.0, false);
+    qm["architectures"] = {"Qwen2MoeForCausalLM"};
+    qm["model_type"] = "qwen2_moe";
+    qm["num_experts"] = 64;
+    qm["num_experts_per_tok"] = 8;
+    qm["moe_intermediate_size"] = 2560;
+    qm["shared_expert_intermediate_size"] = 20480;
+    qm["norm_topk_prob"] = false;
+    qm["decoder_sparse_step"] = 1;
+    p.push_back({"qwen2-57b-a14b", "qwen2_moe",
+                 "Qwen2-57B-A14B shapes: 28 layers, 64 experts top-8 (2560) + shared expert (20480)", qm});
+    json mx = llama_config(4096, 14336, 32, 32, 8, 32000, 32768, 1e-5, 1000000.0, false);
+    mx["architectures"] = {"MixtralForCausalLM"};
+    mx["model_type"] = "mixtral";
+    mx["num_local_experts"] = 8;
+    mx["num_experts_per_tok"] = 2;
+    p.push_back({"mixtral-8x7b", "mixtral", "Mixtral-8x7B shapes: 32 layers, 8 experts top-2 (14336), GQA 32/8", mx});
+    json b7 = llama_config(4096, 11008, 32, 32, 32, 125696, 4096, 1e-6, 10000.0, false);
+    b7["architectures"] = {"BaichuanForCausalLM"};
+    b7["model_type"] = "baichuan";
+    b7.erase("num_key_value_heads");
+    p.push_back({"baichuan2-7b", "baichuan", "Baichuan2-7B shapes: 32 layers, hidden 4096, W_pack, RoPE, NormHead", b7});
+    json b13 = llama_config(5120, 13696, 40, 40, 40, 125696, 4096, 1e-6, 10000.0, false);
+    b13["architectures"] = {"BaichuanForCausalLM"};
+    b13["model_type"] = "baichuan";
+    b13.erase("num_key_value_heads");
+    b13.erase("max_position_embeddings");
+    b13["model_max_length"] = 4096;
+    p.push_back({"baichuan2-13b", "baichuan", "Baichuan2-13B shapes: 40 layers, hidden 5120, W_pack, ALiBi, NormHead", b13});
+    json glm = {{"architectures", {"ChatGLMModel"}}, {"model_type", "chatglm"}, {"hidden_size", 4096},
+                {"ffn_hidden_size", 13696}, {"num_layers", 40}, {"num_attention_heads", 32},
+                {"multi_query_attention", true}, {"multi_query_group_num", 2}, {"kv_channels", 128},
+                {"padded_vocab_size", 151552}, {"seq_length", 131072}, {"rope_ratio", 500},
+                {"layernorm_epsilon", 1.5625e-07}, {"add_qkv_bias", true}, {"add_bias_linear", false},
+                {"rmsnorm", true}, {"post_layer_norm", true}, {"eos_token_id", {151329, 151336, 151338}}};
+    p.push_back({"glm-4-9b", "chatglm", "GLM-4-9B shapes: 40 layers, hidden 4096, MQA groups 2, half rotary", glm});
+    json yarn = {{"type", "yarn"}, {"factor", 40}, {"beta_fast", 32}, {"beta_slow", 1}, {"mscale", 0.707},
+                 {"mscale_all_dim", 0.707}, {"original_max_position_embeddings", 4096}};
+    json dl = llama_config(2048, 10944, 27, 16, 16, 102400, 163840, 1e-6, 10000.0, false);
+    dl["architectures"] = {"DeepseekV2ForCausalLM"};
+    dl["model_type"] = "deepseek_v2";
+    dl.update({{"q_lora_rank", nullptr}, {"kv_lora_rank", 512}, {"qk_nope_head_dim", 128}, {"qk_rope_head_dim", 64},
+               {"v_head_dim", 128}, {"n_routed_experts", 64}, {"num_experts_per_tok", 6}, {"n_shared_experts", 2},
+               {"moe_intermediate_size", 1408}, {"first_k_dense_replace", 1}, {"moe_layer_freq", 1},
+               {"scoring_func", "softmax"}, {"topk_method", "greedy"}, {"norm_topk_prob", false},
+               {"routed_scaling_factor", 1.0}, {"rope_scaling", yarn}});
+    p.push_back({"deepseek-v2-lite", "deepseek_v2",
+                 "DeepSeek-V2-Lite shapes: 27 layers, MLA (kv_lora 512), 64 experts top-6 + 2 shared", dl});
+    json d3 = llama_config(256, 512, 4, 4, 4, 1024, 4096, 1e-6, 10000.0, false);
+    d3["architectures"] = {"DeepseekV3ForCausalLM"};
+    d3["model_type"] = "deepseek_v3";
+    json yarn3 = yarn;
+    yarn3["mscale"] = 1.0;
+    yarn3["mscale_all_dim"] = 1.0;
+    d3.update({{"q_lora_rank", 128}, {"kv_lora_rank", 64}, {"qk_nope_head_dim", 32}, {"qk_rope_head_dim", 16},
+               {"v_head_dim", 32}, {"n_routed_experts", 16}, {"num_experts_per_tok", 4}, {"n_shared_experts", 1},
+               {"moe_intermediate_size", 128}, {"first_k_dense_replace", 1}, {"moe_layer_freq", 1},
+               {"scoring_func", "sigmoid"}, {"topk_method", "noaux_tc"}, {"n_group", 4}, {"topk_group", 2},
+               {"norm_topk_prob", true}, {"routed_scaling_factor", 2.5}, {"rope_scaling", yarn3}});
+    p.push_back({"deepseek-v3-mini", "deepseek_v3",
+                 "DeepSeek-V3 structure at small size (MLA, sigmoid group-limited routing): for FP8 and tests", d3});
     return p;
   }();
   return presets;
@@ -204,12 +269,39 @@ void fill_random(const TensorSpec& spec, DType dtype, uint64_t seed, void* dst, 
   }
 }
 
+constexpr int64_t kFp8Block = 128;
+
+void fp8_quantize_random(const TensorSpec& spec, uint64_t seed, int64_t hidden, Buffer& q, Buffer& scales,
+                         Shape& scale_shape) {
+  const int64_t rows = spec.shape[0], cols = spec.shape[1];
+  std::vector<float> wf(static_cast<size_t>(rows * cols));
+  fill_random(spec, DType::F32, seed, wf.data(), hidden);
+  scale_shape = {(rows + kFp8Block - 1) / kFp8Block, (cols + kFp8Block - 1) / kFp8Block};
+  scales = Buffer(size_t(numel(scale_shape)) * sizeof(float));
+  q = Buffer(size_t(rows * cols));
+  for (int64_t br = 0; br < scale_shape[0]; ++br)
+    for (int64_t bc = 0; bc < scale_shape[1]; ++bc) {
+      float amax = 0;
+      for (int64_t r = br * kFp8Block; r < std::min(rows, (br + 1) * kFp8Block); ++r)
+        for (int64_t c = bc * kFp8Block; c < std::min(cols, (bc + 1) * kFp8Block); ++c)
+          amax = std::max(amax, std::fabs(wf[size_t(r * cols + c)]));
+      const float scale = amax > 0 ? amax / 448.0f : 1.0f;
+      scales.as<float>()[br * scale_shape[1] + bc] = scale;
+      for (int64_t r = br * kFp8Block; r < std::min(rows, (br + 1) * kFp8Block); ++r)
+        for (int64_t c = bc * kFp8Block; c < std::min(cols, (bc + 1) * kFp8Block); ++c)
+          q.as<uint8_t>()[r * cols + c] = f32_to_f8e4m3(wf[size_t(r * cols + c)] / scale);
+    }
+}
+
 }  // namespace
 
 void synth_checkpoint(const SynthOptions& o) {
   const SynthPreset& preset = find_synth_preset(o.preset);
-  RINFER_CHECK(o.family.empty() || o.family == preset.family, "preset ", preset.name, " is a ", preset.family,
+  std::string family = o.family;
+  std::replace(family.begin(), family.end(), '-', '_');
+  RINFER_CHECK(family.empty() || family == preset.family, "preset ", preset.name, " is a ", preset.family,
                " model, not --arch ", o.family);
+  RINFER_CHECK(o.layers >= 0, "--layers must be >= 0");
   RINFER_CHECK(!o.out.empty(), "--out is required");
   RINFER_CHECK(o.dtype == DType::F32 || o.dtype == DType::F16 || o.dtype == DType::BF16,
                "--dtype must be f32, f16 or bf16");
@@ -224,12 +316,24 @@ void synth_checkpoint(const SynthOptions& o) {
   try {
     json cfg = preset.config;
     cfg["torch_dtype"] = o.dtype == DType::F32 ? "float32" : o.dtype == DType::F16 ? "float16" : "bfloat16";
+    if (o.layers > 0) {
+      // Same per-layer shapes, fewer layers: for quick runs and memory tests.
+      if (cfg.contains("num_layers")) cfg["num_layers"] = o.layers;
+      cfg["num_hidden_layers"] = o.layers;
+    }
+    if (o.fp8)
+      cfg["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"activation_scheme", "dynamic"},
+                                    {"weight_block_size", {kFp8Block, kFp8Block}}};
     const Architecture& arch = find_architecture(cfg["architectures"][0].get<std::string>());
     const ModelConfig mc = arch.parse_hf_config(cfg);
     write_file(tmp / "config.json", cfg.dump(2) + "\n");
 
     // Tensors in HF order, split into shards of at most max_shard_bytes.
-    auto specs = all_tensor_specs(arch, mc);
+    std::vector<TensorSpec> specs;
+    for (int64_t g = kGlobalGroup; g < mc.n_layers; ++g) {
+      auto gs = arch.hf_tensor_specs(mc, g);
+      specs.insert(specs.end(), gs.begin(), gs.end());
+    }
     std::vector<std::vector<size_t>> shards(1);
     uint64_t shard_bytes = 0;
     for (size_t i = 0; i < specs.size(); ++i) {
@@ -255,10 +359,26 @@ void synth_checkpoint(const SynthOptions& o) {
       w.set_metadata("format", "pt");
       for (size_t i : shards[s]) {
         const auto& spec = specs[i];
+        const uint64_t seed = o.seed * 1000003ull + i;
+        if (o.fp8 && spec.role == TensorRole::Matrix && spec.shape.size() == 2 && spec.name != "lm_head.weight") {
+          // DeepSeek-V3 layout: e4m3 values and one f32 scale per 128x128
+          // block, w = q * weight_scale_inv. The same seed gives the same
+          // underlying weights as a non-FP8 synth, to compare against.
+          Buffer q, sc;
+          Shape sc_shape;
+          fp8_quantize_random(spec, seed, mc.hidden_size, q, sc, sc_shape);
+          w.add(spec.name, DType::F8_E4M3, spec.shape, q.data());
+          w.add(spec.name + "_scale_inv", DType::F32, sc_shape, sc.data());
+          weight_map[spec.name] = name;
+          weight_map[spec.name + "_scale_inv"] = name;
+          data.push_back(std::move(q));
+          data.push_back(std::move(sc));
+          continue;
+        }
         // HF keeps norms in the checkpoint dtype; only rinfer upcasts them.
         const DType dt = o.dtype;
         Buffer b(size_t(numel(spec.shape)) * dtype_size(dt));
-        fill_random(spec, dt, o.seed * 1000003ull + i, b.data(), mc.hidden_size);
+        fill_random(spec, dt, seed, b.data(), mc.hidden_size);
         w.add(spec.name, dt, spec.shape, b.data());
         data.push_back(std::move(b));
         weight_map[spec.name] = name;

@@ -29,6 +29,8 @@ struct SynthOptions {
   DType dtype = DType::BF16;
   uint64_t seed = 1;
   uint64_t max_shard_bytes = uint64_t(2) << 30;  // shard like save_pretrained does
+  int64_t layers = 0;  // > 0: override the layer count (same per-layer shapes)
+  bool fp8 = false;    // projection matrices as block-scaled FP8 e4m3 (DeepSeek-V3 style)
 };
 
 // Writes config.json, model*.safetensors (+ index when sharded), a

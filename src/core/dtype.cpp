@@ -1,5 +1,9 @@
 #include "core/dtype.h"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include "core/error.h"
 
 namespace rinfer {
@@ -42,6 +46,43 @@ std::optional<DType> dtype_from_user_name(std::string_view name) {
   if (name == "bf16" || name == "bfloat16") return DType::BF16;
   return std::nullopt;
 }
+
+float f8e4m3_to_f32(uint8_t v) {
+  const bool neg = v & 0x80;
+  const int exp = (v >> 3) & 0xf, man = v & 7;
+  float r;
+  if (exp == 15 && man == 7)
+    r = std::numeric_limits<float>::quiet_NaN();
+  else if (exp == 0)
+    r = std::ldexp(float(man) / 8.0f, -6);
+  else
+    r = std::ldexp(1.0f + float(man) / 8.0f, exp - 7);
+  return neg ? -r : r;
+}
+
+uint8_t f32_to_f8e4m3(float f) {
+  if (std::isnan(f)) return 0x7f;
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  float a = std::fabs(f);
+  if (a >= 448.0f) return sign | 0x7e;  // saturate (e4m3fn has no infinity)
+  // Find the nearest representable value by construction: the spacing is
+  // 2^(e-3) in binade e (e >= -6), 2^-9 below.
+  int e;
+  std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+  int binade = std::max(e - 1, -6);
+  const float step = std::ldexp(1.0f, binade - 3);
+  float q = std::nearbyint(a / step) * step;  // ties to even (default rounding mode)
+  // Encode q.
+  if (q == 0.0f) return sign;
+  int qe;
+  const float qm = std::frexp(q, &qe);  // q = qm * 2^qe
+  int exp = qe - 1 + 7;
+  if (exp <= 0) return uint8_t(sign | uint8_t(std::lround(q / std::ldexp(1.0f, -9))));  // subnormal
+  const int man = int(std::lround((qm * 2.0f - 1.0f) * 8.0f));
+  return uint8_t(sign | (exp << 3) | man);
+}
+
+float f8e5m2_to_f32(uint8_t v) { return f16_to_f32(uint16_t(v) << 8); }
 
 float f16_to_f32(uint16_t h) {
   uint32_t sign = uint32_t(h & 0x8000u) << 16;
@@ -96,6 +137,16 @@ void convert_to_f32(DType from, const void* src, float* dst, size_t n) {
     case DType::F64: {
       auto* s = static_cast<const double*>(src);
       for (size_t i = 0; i < n; ++i) dst[i] = float(s[i]);
+      return;
+    }
+    case DType::F8_E4M3: {
+      auto* s = static_cast<const uint8_t*>(src);
+      for (size_t i = 0; i < n; ++i) dst[i] = f8e4m3_to_f32(s[i]);
+      return;
+    }
+    case DType::F8_E5M2: {
+      auto* s = static_cast<const uint8_t*>(src);
+      for (size_t i = 0; i < n; ++i) dst[i] = f8e5m2_to_f32(s[i]);
       return;
     }
     default: fail("cannot convert ", dtype_name(from), " tensors to F32");

@@ -31,6 +31,12 @@ inline uint16_t f32_to_bf16(float f) {
   return uint16_t(u >> 16);
 }
 
+// FP8 as in DeepSeek-V3 checkpoints (OCP e4m3fn: bias 7, no infinities,
+// 0x7f/0xff NaN, max 448) and e5m2 (IEEE-style, bias 15).
+float f8e4m3_to_f32(uint8_t v);
+uint8_t f32_to_f8e4m3(float f);  // round to nearest even, saturating to +-448
+float f8e5m2_to_f32(uint8_t v);
+
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);  // round to nearest even, overflow -> inf
 

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "model/fused_source.h"
 
 namespace rinfer {
 
@@ -44,17 +45,16 @@ std::vector<TensorSpec> all_tensor_specs(const Architecture& arch, const ModelCo
   return all;
 }
 
-void Architecture::read_hf_rows(const ModelConfig&, const TensorSpec& spec, const io::SafetensorsCheckpoint& hf,
+void Architecture::read_hf_rows(const ModelConfig& cfg, const TensorSpec& spec, const io::SafetensorsCheckpoint& hf,
                                 int64_t row0, int64_t row1, float* dst) const {
-  TensorView src = hf.get(spec.name);
-  RINFER_CHECK(src.shape == spec.shape, "tensor ", spec.name, " has shape ", shape_str(src.shape), ", expected ",
-               shape_str(spec.shape), " in ", hf.dir());
-  RINFER_CHECK(src.dtype == DType::F32 || src.dtype == DType::F16 || src.dtype == DType::BF16 || src.dtype == DType::F64,
-               "tensor ", spec.name, " is stored as ", dtype_name(src.dtype), " in ", hf.dir(),
-               "; rinfer reads F32, F16, BF16 and F64 weights");
-  const int64_t row = spec.shape.empty() ? 1 : numel(spec.shape) / std::max<int64_t>(spec.shape[0], 1);
-  const size_t esz = dtype_size(src.dtype);
-  convert_to_f32(src.dtype, src.as<uint8_t>() + size_t(row0 * row) * esz, dst, size_t((row1 - row0) * row));
+  read_rows_from(cfg, hf, spec, {spec.name, spec.shape, 0}, row0, row1, dst);
+}
+
+bool Architecture::ignored_hf_tensor(const ModelConfig& cfg, const std::string& name) const {
+  // FP8 block scales are consumed with their weights.
+  const std::string suffix = "_scale_inv";
+  return cfg.family.contains("fp8_weight_block") && name.size() > suffix.size() &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace rinfer

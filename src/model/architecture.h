@@ -43,12 +43,18 @@ class Architecture {
   virtual ~Architecture() = default;
   virtual ModelConfig parse_hf_config(const nlohmann::json& cfg) const = 0;
   virtual std::vector<TensorSpec> tensor_specs(const ModelConfig& cfg, int64_t group) const = 0;
+  // The tensors of the original HF checkpoint (names, shapes), for writing
+  // synthetic checkpoints. Default: the same as tensor_specs (no fused tensors).
+  virtual std::vector<TensorSpec> hf_tensor_specs(const ModelConfig& cfg, int64_t group) const {
+    return tensor_specs(cfg, group);
+  }
   // Rows [row0, row1) of the tensor `spec` as f32, read from the HF checkpoint.
   // Default: the HF tensor of the same name, which must have spec.shape.
   virtual void read_hf_rows(const ModelConfig& cfg, const TensorSpec& spec, const io::SafetensorsCheckpoint& hf,
                             int64_t row0, int64_t row1, float* dst) const;
   // HF tensors the converter drops on purpose (e.g. stored rotary caches).
-  virtual bool ignored_hf_tensor(const ModelConfig& cfg, const std::string& name) const { return false; }
+  // (The base class drops FP8 "*_scale_inv" tensors, which are read with their weights.)
+  virtual bool ignored_hf_tensor(const ModelConfig& cfg, const std::string& name) const;
   virtual std::unique_ptr<Model> create(const ModelConfig& cfg, const WeightStore& weights,
                                         ThreadPool& pool) const = 0;
 };

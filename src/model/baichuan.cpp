@@ -49,6 +49,19 @@ class BaichuanArchitecture : public Architecture {
   std::vector<TensorSpec> tensor_specs(const ModelConfig& c, int64_t group) const override {
     return llama_tensor_specs(c, group);
   }
+  std::vector<TensorSpec> hf_tensor_specs(const ModelConfig& c, int64_t group) const override {
+    std::vector<TensorSpec> out;
+    for (auto& spec : llama_tensor_specs(c, group)) {
+      const auto pos = spec.name.find("self_attn.q_proj.weight");
+      if (pos != std::string::npos)
+        out.push_back({spec.name.substr(0, pos) + "self_attn.W_pack.weight", {3 * c.hidden_size, c.hidden_size},
+                       TensorRole::Matrix});
+      else if (spec.name.find("self_attn.k_proj.weight") == std::string::npos &&
+               spec.name.find("self_attn.v_proj.weight") == std::string::npos)
+        out.push_back(spec);
+    }
+    return out;
+  }
   void read_hf_rows(const ModelConfig& c, const TensorSpec& spec, const io::SafetensorsCheckpoint& hf, int64_t row0,
                     int64_t row1, float* dst) const override {
     const int64_t H = c.hidden_size;
@@ -57,7 +70,7 @@ class BaichuanArchitecture : public Architecture {
       const auto pos = spec.name.find(kNames[part]);
       if (pos == std::string::npos) continue;
       const std::string pack = spec.name.substr(0, pos) + "self_attn.W_pack.weight";
-      read_rows_from(hf, spec, {pack, {3 * H, H}, part * H}, row0, row1, dst);
+      read_rows_from(c, hf, spec, {pack, {3 * H, H}, part * H}, row0, row1, dst);
       return;
     }
     Architecture::read_hf_rows(c, spec, hf, row0, row1, dst);

@@ -56,9 +56,19 @@ class ChatGlmArchitecture : public Architecture {
     return llama_tensor_specs(c, group);
   }
 
+  std::vector<TensorSpec> hf_tensor_specs(const ModelConfig& c, int64_t group) const override {
+    std::vector<TensorSpec> out;
+    for (const auto& spec : llama_tensor_specs(c, group)) {
+      HfSource src = source(c, spec.name);
+      bool seen = false;
+      for (const auto& o : out) seen |= o.name == src.name;
+      if (!seen) out.push_back({src.name, src.full_shape, spec.role});
+    }
+    return out;
+  }
   void read_hf_rows(const ModelConfig& c, const TensorSpec& spec, const io::SafetensorsCheckpoint& hf, int64_t row0,
                     int64_t row1, float* dst) const override {
-    read_rows_from(hf, spec, source(c, spec.name), row0, row1, dst);
+    read_rows_from(c, hf, spec, source(c, spec.name), row0, row1, dst);
   }
 
   bool ignored_hf_tensor(const ModelConfig&, const std::string& name) const override {

@@ -140,6 +140,7 @@ class DeepseekV2Architecture : public Architecture {
 
   bool ignored_hf_tensor(const ModelConfig& c, const std::string& name) const override {
     // model.layers.<n_layers + i>.*: the multi-token-prediction module.
+    if (Architecture::ignored_hf_tensor(c, name)) return true;
     const std::string lp = "model.layers.";
     if (name.compare(0, lp.size(), lp) != 0) return false;
     return std::atoll(name.c_str() + lp.size()) >= c.n_layers;

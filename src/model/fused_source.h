@@ -15,8 +15,11 @@ struct HfSource {
   int64_t row_offset = 0;
 };
 
-// Rows [row0, row1) of `spec`, taken from src starting at src.row_offset, as f32.
-void read_rows_from(const io::SafetensorsCheckpoint& hf, const TensorSpec& spec, const HfSource& src, int64_t row0,
-                    int64_t row1, float* dst);
+// Rows [row0, row1) of `spec`, taken from src starting at src.row_offset, as
+// f32. FP8 (e4m3) tensors are dequantized with their "<name>_scale_inv"
+// block scales (DeepSeek-V3 layout; block size from cfg.family
+// "fp8_weight_block", set from quantization_config).
+void read_rows_from(const ModelConfig& cfg, const io::SafetensorsCheckpoint& hf, const TensorSpec& spec,
+                    const HfSource& src, int64_t row0, int64_t row1, float* dst);
 
 }  // namespace rinfer
