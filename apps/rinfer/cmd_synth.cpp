@@ -17,7 +17,7 @@ Runner add_synth(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("synth", "Write a Hugging Face checkpoint with random weights and real shapes");
   cmd->add_option("--arch", o->so.family,
-                  "Model family of the preset (llama, qwen2, qwen2_moe, mixtral, baichuan, chatglm, deepseek_v2, "
+                  "Model family of the preset (llama, qwen2, qwen2_moe, qwen3, mixtral, baichuan, chatglm, deepseek_v2, "
                   "deepseek_v3); checked against the preset");
   cmd->add_option("--preset", o->so.preset, "Preset name (see --list)");
   cmd->add_option("--out,-o", o->so.out, "Output directory (must not exist)");

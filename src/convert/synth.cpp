@@ -66,6 +66,11 @@ const std::vector<SynthPreset>& synth_presets() {
     q7["model_type"] = "qwen2";
     q7["use_sliding_window"] = false;
     p.push_back({"qwen2.5-7b", "qwen2", "Qwen2.5-7B shapes: 28 layers, hidden 3584, GQA 28/4, vocab 152064", q7});
+    json q3 = llama_config(4096, 12288, 36, 32, 8, 151936, 40960, 1e-6, 1000000.0, false);
+    q3["architectures"] = {"Qwen3ForCausalLM"};
+    q3["model_type"] = "qwen3";
+    q3["head_dim"] = 128;
+    p.push_back({"qwen3-8b", "qwen3", "Qwen3-8B shapes: 36 layers, hidden 4096, GQA 32/8, head_dim 128, q/k norms", q3});
     json qm = llama_config(3584, 18944, 28, 28, 4, 151936, 32768, 1e-6, 1000000.0, false);
     qm["architectures"] = {"Qwen2MoeForCausalLM"};
     qm["model_type"] = "qwen2_moe";

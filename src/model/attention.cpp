@@ -44,6 +44,10 @@ void GqaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
   v_.forward(h, T, v, pool);
   kc::PagedKV cache = kv.layer(layer);
   const int64_t bs = kv.block_size();
+  if (q_norm_.weight) {
+    q_norm_.forward(q, T * NH, q);
+    k_norm_.forward(k, T * NKV, k);
+  }
   for (int64_t t = 0; t < T; ++t) {
     const BatchItem& item = ctx.batch[size_t(ctx.tok_item[t])];
     const int64_t pos = ctx.tok_pos[t];

@@ -19,6 +19,11 @@ class GqaAttention : public AttentionBlock {
   // rope may be null (ALiBi models pass slopes instead); it is shared by all layers.
   GqaAttention(const GqaShape& shape, Linear q, Linear k, Linear v, Linear o,
                std::shared_ptr<const RotaryEmbedding> rope, std::vector<float> alibi_slopes = {});
+  // Qwen3: RMSNorm over each q and k head (weights [head_dim]) before RoPE.
+  void set_qk_norm(RMSNorm q_norm, RMSNorm k_norm) {
+    q_norm_ = q_norm;
+    k_norm_ = k_norm;
+  }
   void forward(const float* h, const ForwardContext& ctx, int64_t layer, float* out) override;
   uint64_t weight_bytes() const override { return q_.bytes() + k_.bytes() + v_.bytes() + o_.bytes(); }
 
@@ -27,6 +32,7 @@ class GqaAttention : public AttentionBlock {
   Linear q_, k_, v_, o_;
   std::shared_ptr<const RotaryEmbedding> rope_;
   std::vector<float> alibi_;
+  RMSNorm q_norm_, k_norm_;  // weight == nullptr: none
   float scale_;
 };
 
