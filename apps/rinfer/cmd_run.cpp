@@ -11,6 +11,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "runtime/generator.h"
+#include "tokenizer/chat_template.h"
 
 namespace rinfer::cli {
 
@@ -22,6 +23,8 @@ struct RunOptions {
   int32_t top_k = 0;
   int64_t seed = -1;
   bool json = false, ignore_eos = false;
+  bool chat = false;   // --chat: wrap the prompt in the model's chat template
+  std::string system;  // --system: the system message in chat mode
   std::string expert_stats;
   int64_t max_model_len = 0;
   RuntimeOptions rt;
@@ -46,6 +49,9 @@ Runner add_run(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "Random seed (default: random)")->check(integer_in(0));
   cmd->add_option("--max-model-len", o->max_model_len, "Limit prompt + output tokens")->check(integer_in(0));
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at EOS");
+  auto* chat = cmd->add_flag("--chat", o->chat, "Render --prompt (and --system) with the model's chat template")
+                   ->excludes(ids_opt);
+  cmd->add_option("--system", o->system, "System message for --chat")->needs(chat);
   cmd->add_flag("--json", o->json, "Print one JSON object (prompt_ids, output_ids, text, timings)");
   cmd->add_option("--expert-stats", o->expert_stats,
                   "MoE models: write per-layer expert activation counts (JSON) to this file");
@@ -60,7 +66,16 @@ Runner add_run(CLI::App& app) {
     }
     auto s = open_session(o->model, o->rt, /*need_tokenizer=*/true);
     const auto& cfg = s->lm.config;
-    if (use_text) {
+    if (use_text && o->chat) {
+      // As apply_chat_template(tokenize=True): the template writes the
+      // special tokens itself, so none are added when encoding.
+      nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+      if (!o->system.empty()) messages.push_back({{"role", "system"}, {"content", o->system}});
+      messages.push_back({{"role", "user"}, {"content", o->prompt}});
+      ChatTemplateOptions copt;
+      copt.add_generation_prompt = true;
+      prompt = s->tokenizer->encode(ChatTemplate::load(o->model).render(messages, copt), /*add_special=*/false);
+    } else if (use_text) {
       prompt = s->tokenizer->encode(o->prompt, /*add_special=*/true);
       // An empty prompt without a tokenizer BOS: start from the model's BOS.
       if (prompt.empty() && cfg.bos_token_id >= 0) prompt.push_back(cfg.bos_token_id);
@@ -101,7 +116,7 @@ Runner add_run(CLI::App& app) {
       r = gen.generate(prompt, go);
     } else {
       // Stream: the prompt as given, then each piece as soon as it is whole UTF-8.
-      if (use_text) std::fputs(o->prompt.c_str(), stdout);
+      if (use_text && !o->chat) std::fputs(o->prompt.c_str(), stdout);
       StreamingDetokenizer detok(*s->tokenizer);
       if (use_text) {
         // Prime with the prompt so the first generated piece keeps its leading space.

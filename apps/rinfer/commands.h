@@ -14,5 +14,10 @@ Runner add_convert(CLI::App& app);
 Runner add_synth(CLI::App& app);
 Runner add_validate(CLI::App& app);
 Runner add_bench(CLI::App& app);
+Runner add_tokenize(CLI::App& app);
+Runner add_detokenize(CLI::App& app);
+Runner add_chat_template(CLI::App& app);
+Runner add_serve(CLI::App& app);
+Runner add_bench_serve(CLI::App& app);
 
 }  // namespace rinfer::cli

@@ -30,6 +30,11 @@ int main(int argc, char** argv) {
   add(rinfer::cli::add_synth);
   add(rinfer::cli::add_validate);
   add(rinfer::cli::add_bench);
+  add(rinfer::cli::add_tokenize);
+  add(rinfer::cli::add_detokenize);
+  add(rinfer::cli::add_chat_template);
+  add(rinfer::cli::add_serve);
+  add(rinfer::cli::add_bench_serve);
   // Usage errors print one line like every other error and exit 2; --help
   // and --version still go through CLI11 and exit 0.
   const std::string first = argc > 1 ? argv[1] : "";

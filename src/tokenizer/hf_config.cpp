@@ -147,6 +147,7 @@ HfTokenizerConfig read_hf_tokenizer_config(const fs::path& dir) {
     if (auto it = j.find("add_prefix_space"); it != j.end())
       cfg.add_prefix_space = get_bool(j, "add_prefix_space", tc_path).value_or(false);
     cfg.split_special_tokens = get_bool(j, "split_special_tokens", tc_path).value_or(false);
+    cfg.clean_up_tokenization_spaces = get_bool(j, "clean_up_tokenization_spaces", tc_path).value_or(false);
     if (auto it = j.find("tokenizer_class"); it != j.end() && it->is_string())
       cfg.tokenizer_class = it->get<std::string>();
   }

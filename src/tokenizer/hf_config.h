@@ -44,6 +44,9 @@ struct HfTokenizerConfig {
   bool legacy = true;            // transformers treats a missing/null legacy as true
   bool add_prefix_space = true;  // only used when legacy is false
   bool split_special_tokens = false;
+  // transformers' decode clean-up (" ." → "."); absent = false, as in
+  // transformers >= 4.45.
+  bool clean_up_tokenization_spaces = false;
   std::string tokenizer_class;
   // eos_token_id of generation_config.json and config.json, in that order.
   std::vector<int32_t> eos_token_ids;

@@ -118,7 +118,12 @@ class SentencePieceTokenizer final : public Tokenizer {
  public:
   SentencePieceTokenizer(const fs::path& model_file, const HfTokenizerConfig& cfg);
 
-  std::vector<int32_t> encode(std::string_view text, bool add_special) const override;
+  std::vector<int32_t> encode(std::string_view text, bool add_special) const override {
+    return encode_impl(text, add_special, split_special_);
+  }
+  std::vector<int32_t> encode_no_parse_special(std::string_view text, bool add_special) const override {
+    return encode_impl(text, add_special, true);
+  }
   std::string decode(std::span<const int32_t> ids, bool skip_special) const override;
   std::string id_to_piece(int32_t id) const override;
   int32_t vocab_size() const override { return vocab_size_; }
@@ -153,6 +158,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::vector<Chunk> split_added(std::string_view text) const;
   static void apply_strip_rules(std::vector<Chunk>& chunks);
   void encode_text(const std::string& text, std::vector<int32_t>* ids) const;
+  std::vector<int32_t> encode_impl(std::string_view text, bool add_special, bool split_special) const;
   void decode_pieces(std::vector<int>& pieces, bool at_start, std::string* out) const;
 
   fs::path path_;
@@ -372,7 +378,8 @@ void SentencePieceTokenizer::encode_text(const std::string& text, std::vector<in
   ids->insert(ids->end(), v.begin(), v.end());
 }
 
-std::vector<int32_t> SentencePieceTokenizer::encode(std::string_view text, bool add_special) const {
+std::vector<int32_t> SentencePieceTokenizer::encode_impl(std::string_view text, bool add_special,
+                                                         bool split_special) const {
   if (const size_t bad = utf8::find_invalid(text); bad != std::string_view::npos)
     fail("prompt is not valid UTF-8 (byte offset ", bad, ")");
   std::string prepared;
@@ -384,7 +391,7 @@ std::vector<int32_t> SentencePieceTokenizer::encode(std::string_view text, bool 
     text = prepared;
   }
   std::vector<Chunk> chunks;
-  if (split_special_) {
+  if (split_special) {
     chunks.push_back({std::string(text), nullptr});
   } else {
     chunks = split_added(text);

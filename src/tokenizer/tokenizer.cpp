@@ -5,7 +5,9 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "tokenizer/gguf_vocab.h"
 #include "tokenizer/hf_config.h"
+#include "tokenizer/hf_tokenizer_json.h"
 #include "tokenizer/sentencepiece_tokenizer.h"
 #include "tokenizer/utf8.h"
 
@@ -17,17 +19,27 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& dir) {
   std::error_code ec;
   const fs::path p(dir);
   RINFER_CHECK(fs::exists(p, ec), "tokenizer: no such file or directory: ", dir);
-  fs::path model_file, config_dir;
+  fs::path file, config_dir;
   if (fs::is_directory(p, ec)) {
-    model_file = p / "tokenizer.model";
     config_dir = p;
-    RINFER_CHECK(fs::is_regular_file(model_file, ec), "no tokenizer.model in ", dir,
-                 "; rinfer reads SentencePiece tokenizer.model for now");
+    // AutoTokenizer's choice: the fast tokenizer (tokenizer.json) when there
+    // is one, the SentencePiece model otherwise.
+    for (const char* name : {"tokenizer.json", "tokenizer.model"}) {
+      if (fs::is_regular_file(p / name, ec)) {
+        file = p / name;
+        break;
+      }
+    }
+    RINFER_CHECK(!file.empty(), "tokenizer: no tokenizer.json or tokenizer.model in ", dir);
   } else {
-    model_file = p;
+    file = p;
     config_dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   }
-  return load_sentencepiece_tokenizer(model_file, read_hf_tokenizer_config(config_dir));
+  const std::string ext = file.extension().string();
+  if (ext == ".gguf") return load_gguf_tokenizer(file);
+  const HfTokenizerConfig cfg = read_hf_tokenizer_config(config_dir);
+  if (ext == ".json") return load_hf_tokenizer_json(file, cfg);
+  return load_sentencepiece_tokenizer(file, cfg);
 }
 
 namespace {
@@ -65,12 +77,15 @@ std::string StreamingDetokenizer::push(int32_t id) {
     ids_.pop_back();  // a bad id leaves the stream as it was
     throw;
   }
-  // Decoding is prefix-stable apart from the held-back tail, so the text
-  // already emitted is still the start of `text`.
-  RINFER_ASSERT(text.size() >= emitted_bytes_);
-  const size_t stable = std::max(stable_prefix(text), emitted_bytes_);
-  std::string out = text.substr(emitted_bytes_, stable - emitted_bytes_);
-  emitted_bytes_ = stable;
+  // Decoding is prefix-stable apart from the held-back tail, except while a
+  // run of byte-fallback tokens is incomplete: the tokenizers library then
+  // turns the whole run, characters already emitted included, into U+FFFD.
+  // Wait until the emitted text is the start of the decode again.
+  if (text.compare(0, emitted_.size(), emitted_) != 0) return {};
+  const size_t final_end = std::min(stable_prefix(text), text.size() - tok_.unstable_suffix(text));
+  const size_t stable = std::max(final_end, emitted_.size());
+  std::string out = text.substr(emitted_.size(), stable - emitted_.size());
+  emitted_ = text.substr(0, stable);
   if (ids_.size() > kWindowMax && stable == text.size()) shrink_window(text);
   return out;
 }
@@ -80,7 +95,7 @@ void StreamingDetokenizer::shrink_window(const std::string& text) {
     // Ids that decode to nothing (skipped specials, a lone "▁" at the very
     // start) leave the decoder where it began, so they can simply go.
     ids_.clear();
-    emitted_bytes_ = 0;
+    emitted_.clear();
     return;
   }
   // The context must decode to some text: SentencePiece drops the leading
@@ -90,9 +105,9 @@ void StreamingDetokenizer::shrink_window(const std::string& text) {
   for (size_t keep = kContextIds; keep < ids_.size(); keep *= 2) {
     std::vector<int32_t> ctx(ids_.end() - std::ptrdiff_t(keep), ids_.end());
     std::string t = tok_.decode(ctx, skip_special_);
-    if (!t.empty() && stable_prefix(t) == t.size()) {
+    if (!t.empty() && stable_prefix(t) == t.size() && tok_.unstable_suffix(t) == 0) {
       ids_ = std::move(ctx);
-      emitted_bytes_ = t.size();
+      emitted_ = std::move(t);
       return;
     }
   }
@@ -100,9 +115,14 @@ void StreamingDetokenizer::shrink_window(const std::string& text) {
 
 std::string StreamingDetokenizer::flush() {
   std::string text = decode_window();  // cannot throw: push checked every id
-  std::string out = text.substr(std::min(emitted_bytes_, text.size()));
+  // Normally the emitted text is a prefix of the final text; if the stream
+  // ended inside a byte-fallback run it is not, and only what differs can
+  // still be written.
+  size_t common = 0;
+  while (common < text.size() && common < emitted_.size() && text[common] == emitted_[common]) ++common;
+  std::string out = text.substr(common);
   ids_.clear();
-  emitted_bytes_ = 0;
+  emitted_.clear();
   return out;
 }
 

@@ -1,8 +1,9 @@
 #pragma once
 // Tokenizer: text <-> token ids, matching Hugging Face transformers.
-// For now: SentencePiece `tokenizer.model` (LLaMA-family) with the BOS/EOS
-// rules of tokenizer_config.json. The interface is what the runtime uses, so
-// tokenizer.json / tiktoken back-ends plug in behind it later.
+// Back-ends: Hugging Face tokenizer.json (BPE, byte-level or SentencePiece
+// style; pipeline_tokenizer.h), SentencePiece tokenizer.model, and GGUF
+// vocabularies (tokenizer.ggml.*), each with the BOS/EOS rules of
+// tokenizer_config.json.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -17,11 +18,12 @@ class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
-  // Loads the tokenizer found in a model directory (tokenizer.model plus
-  // tokenizer_config.json / special_tokens_map.json when present). `dir` may
-  // also name the tokenizer.model file itself; the JSON files next to it are
-  // then read the same way. Throws rinfer::Error with a one-line reason when
-  // none is usable.
+  // Loads the tokenizer found in a model directory: tokenizer.json when
+  // present (transformers' AutoTokenizer prefers the fast tokenizer), else
+  // tokenizer.model, plus tokenizer_config.json / special_tokens_map.json.
+  // `dir` may also name a tokenizer.json, tokenizer.model or .gguf file; the
+  // JSON files next to it are then read the same way. Throws rinfer::Error
+  // with a one-line reason when none is usable.
   static std::unique_ptr<Tokenizer> load(const std::string& dir);
 
   // add_special: as transformers' add_special_tokens=True (BOS if the
@@ -30,6 +32,10 @@ class Tokenizer {
   // matched as those tokens, as transformers does. Invalid UTF-8 input
   // throws rinfer::Error.
   virtual std::vector<int32_t> encode(std::string_view text, bool add_special) const = 0;
+  // As encode, but special-token text ("<s>", "<|im_start|>") stays text
+  // (transformers' split_special_tokens=True, llama.cpp's
+  // parse_special=false). Non-special added tokens are still matched.
+  virtual std::vector<int32_t> encode_no_parse_special(std::string_view text, bool add_special) const = 0;
   // As transformers' decode(ids, skip_special_tokens=skip_special). Kept
   // special and added tokens are written as their text, and the piece after
   // one keeps its leading space (as LlamaTokenizerFast and llama.cpp do; the
@@ -41,6 +47,11 @@ class Tokenizer {
   virtual int32_t bos_id() const = 0;  // -1 if none
   virtual int32_t eos_id() const = 0;  // -1 if none
   virtual bool is_special(int32_t id) const = 0;
+  // How many bytes at the end of a decoded text later ids may still change
+  // (beyond unfinished UTF-8, which the streaming detokenizer handles):
+  // e.g. a trailing " " that clean_up_tokenization_spaces would drop before
+  // a ".". The streaming detokenizer holds them back.
+  virtual size_t unstable_suffix(std::string_view text) const { return 0; }
 
   // Every id that ends generation: eos_id() first (when there is one), then
   // the other ids listed as eos_token_id in generation_config.json or
@@ -75,8 +86,8 @@ class StreamingDetokenizer {
   // later ids the same leading-space and byte-fallback handling they get in a
   // decode of the whole stream.
   std::vector<int32_t> ids_;
-  // Bytes of decode(ids_) that were already emitted (context included).
-  size_t emitted_bytes_ = 0;
+  // The start of decode(ids_) that was already emitted (context included).
+  std::string emitted_;
 };
 
 }  // namespace rinfer

@@ -88,7 +88,9 @@ TEST(GoldenSet, EveryFolderIsTested) {
                                         "deepseek_moe",  "deepseek_v2",         "deepseek_v2_lite", "deepseek_v3",
                                         "deepseek_v3_grouped"};
   for (const auto& e : std::filesystem::directory_iterator(test::testdata("golden")))
-    if (e.is_directory()) EXPECT_TRUE(tested.count(e.path().filename().string())) << e.path();
+    if (e.is_directory()) {
+      EXPECT_TRUE(tested.count(e.path().filename().string())) << e.path();
+    }
 }
 
 }  // namespace

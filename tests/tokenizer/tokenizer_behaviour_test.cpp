@@ -35,8 +35,7 @@ TEST(TokenizerLoad, MissingDirectory) {
 TEST(TokenizerLoad, DirectoryWithoutTokenizerModel) {
   TempDir t;
   t.write("tokenizer_config.json", "{}");
-  expect_error([&] { Tokenizer::load(t.str()); },
-               "no tokenizer.model in " + t.str() + "; rinfer reads SentencePiece tokenizer.model for now");
+  expect_error([&] { Tokenizer::load(t.str()); }, "no tokenizer.json or tokenizer.model in " + t.str());
 }
 
 TEST(TokenizerLoad, CorruptModelFile) {
@@ -106,12 +105,30 @@ TEST(TokenizerLoad, UnknownSpecialTokenString) {
   EXPECT_EQ(Tokenizer::load(t.str())->vocab_size(), 512);
 }
 
-// shared/testdata/tokenizer/hf holds tokenizer.json files only (for a later
-// back-end): such a directory must say what is missing.
-TEST(TokenizerLoad, TokenizerJsonOnlyDirectory) {
-  const auto dir = test::testdata("tokenizer/hf/llama2");
-  expect_error([&] { Tokenizer::load(dir.string()); },
-               "no tokenizer.model in " + dir.string() + "; rinfer reads SentencePiece tokenizer.model for now");
+// As transformers' AutoTokenizer: the fast tokenizer (tokenizer.json) wins
+// over tokenizer.model when a directory has both.
+TEST(TokenizerLoad, PrefersTokenizerJson) {
+  TempDir t;
+  t.with_tok512();
+  fs::copy_file(test::testdata("tokenizer/hf/llama2/tokenizer.json"), t.path() / "tokenizer.json");
+  EXPECT_EQ(Tokenizer::load(t.str())->vocab_size(), 32000);
+  EXPECT_EQ(Tokenizer::load((t.path() / "tokenizer.model").string())->vocab_size(), 512);
+}
+
+TEST(TokenizerLoad, MalformedTokenizerJson) {
+  TempDir t;
+  t.write("tokenizer.json", "{\"model\": ");
+  expect_error([&] { Tokenizer::load(t.str()); }, "is not valid JSON");
+  t.write("tokenizer.json", R"({"model": {"type": "Unigram", "vocab": []}})");
+  expect_error([&] { Tokenizer::load(t.str()); }, "unsupported model type \"Unigram\"");
+  t.write("tokenizer.json", R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})");
+  expect_error([&] { Tokenizer::load(t.str()); }, "merge \"a b\" uses a token that is not in the vocabulary");
+  t.write("tokenizer.json", R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
+                                "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(?<x"}, "behavior": "Isolated"}})");
+  expect_error([&] { Tokenizer::load(t.str()); }, "unsupported regex");
+  t.write("tokenizer.json", R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
+                                "normalizer": {"type": "Precompiled"}})");
+  expect_error([&] { Tokenizer::load(t.str()); }, "unsupported normalizer type \"Precompiled\"");
 }
 
 // Real tokenizer_config.json files (chat templates, AddedToken objects,

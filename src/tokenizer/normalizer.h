@@ -1,0 +1,23 @@
+#pragma once
+// tokenizer.json normalizers: NFC/NFD/NFKC/NFKD, Lowercase, Strip, Prepend,
+// Replace, Sequence (null: none). Only the normalized text is kept: rinfer
+// needs ids, not offsets into the original string.
+#include <memory>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace rinfer {
+
+class Normalizer {
+ public:
+  virtual ~Normalizer() = default;
+  virtual void normalize(std::string& text) const = 0;
+};
+
+// null → nullptr. Unknown types throw rinfer::Error naming them.
+std::unique_ptr<Normalizer> make_normalizer(const nlohmann::json& j);
+// Prepend "▁" then Replace " " → "▁": LLaMA-2's tokenizer.json normalizer.
+std::unique_ptr<Normalizer> make_sentencepiece_normalizer(bool add_prefix);
+
+}  // namespace rinfer

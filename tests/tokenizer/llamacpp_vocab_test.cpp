@@ -1,0 +1,106 @@
+// GGUF vocabularies against llama.cpp's test vectors
+// (../shared/testdata/tokenizer/llamacpp-vocab): every .inp/.out pair whose
+// .gguf is present, with parse_special=false and no BOS, as llama.cpp's
+// test-tokenizer-0 runs them.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tokenizer/gguf_vocab.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer_test_util.h"
+
+namespace rinfer {
+namespace {
+
+using Ids = std::vector<int32_t>;
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + p.string());
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+// The strings of a .inp file: each is followed by "\n__ggml_vocab_test__\n".
+std::vector<std::string> read_inputs(const std::filesystem::path& p) {
+  const std::string all = slurp(p), sep = "\n__ggml_vocab_test__\n";
+  std::vector<std::string> out;
+  for (size_t i = 0; i < all.size();) {
+    const size_t j = all.find(sep, i);
+    if (j == std::string::npos) throw std::runtime_error(p.string() + ": no separator after the last string");
+    out.push_back(all.substr(i, j - i));
+    i = j + sep.size();
+  }
+  return out;
+}
+
+std::vector<Ids> read_outputs(const std::filesystem::path& p) {
+  std::istringstream in(slurp(p));
+  std::vector<Ids> out;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream ls(line);
+    Ids ids;
+    for (int32_t id; ls >> id;) ids.push_back(id);
+    out.push_back(ids);
+  }
+  return out;
+}
+
+class LlamaCppVocab : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LlamaCppVocab, MatchesTestVectors) {
+  const auto dir = test::testdata("tokenizer/llamacpp-vocab");
+  const std::string base = "ggml-vocab-" + GetParam() + ".gguf";
+  const auto tok = Tokenizer::load((dir / base).string());
+  const auto inputs = read_inputs(test::testdata("tokenizer/llamacpp-vocab/" + base + ".inp"));
+  const auto outputs = read_outputs(test::testdata("tokenizer/llamacpp-vocab/" + base + ".out"));
+  ASSERT_EQ(inputs.size(), outputs.size());
+  ASSERT_EQ(inputs.size(), 46u);
+  int failures = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Ids got = tok->encode_no_parse_special(inputs[i], false);
+    EXPECT_EQ(got, outputs[i]) << "case " << i << ": \"" << inputs[i] << "\"";
+    failures += got != outputs[i];
+  }
+  EXPECT_EQ(failures, 0);
+}
+
+// Every vocabulary of the folder that has both a .gguf and test vectors,
+// except bert-bge (below).
+INSTANTIATE_TEST_SUITE_P(Gguf, LlamaCppVocab,
+                         ::testing::Values("llama-spm", "phi-3", "gpt-2", "mpt", "falcon", "starcoder", "refact",
+                                           "deepseek-coder", "deepseek-llm"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& c : n)
+                             if (c == '-') c = '_';
+                           return n;
+                         });
+
+// bert-bge is a WordPiece vocabulary (tokenizer.ggml.model "bert"), which
+// rinfer does not implement yet: it must say so in one line, not tokenize
+// wrongly. When WordPiece lands, move bert-bge into the list above.
+TEST(Gguf, WordPieceIsReportedUnsupported) {
+  const auto file = test::testdata("tokenizer/llamacpp-vocab/ggml-vocab-bert-bge.gguf");
+  test::expect_error([&] { Tokenizer::load(file.string()); }, "unsupported GGUF tokenizer model \"bert\"");
+}
+
+TEST(Gguf, BadFiles) {
+  test::TempDir t;
+  t.write("x.gguf", "GGUF\x03");
+  test::expect_error([&] { Tokenizer::load((t.path() / "x.gguf").string()); }, "is truncated or not a GGUF file");
+  t.write("y.gguf", "NOTAGGUFFILE....................");
+  test::expect_error([&] { Tokenizer::load((t.path() / "y.gguf").string()); }, "is not a GGUF file");
+}
+
+TEST(Gguf, Metadata) {
+  const auto m = read_gguf_metadata(test::testdata("tokenizer/llamacpp-vocab/ggml-vocab-gpt-2.gguf"));
+  EXPECT_EQ(std::get<std::string>(m.kv.at("tokenizer.ggml.model")), "gpt2");
+  EXPECT_EQ(std::get<std::vector<std::string>>(m.kv.at("tokenizer.ggml.tokens")).size(), 50257u);
+}
+
+}  // namespace
+}  // namespace rinfer
