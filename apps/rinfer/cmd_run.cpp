@@ -130,6 +130,7 @@ Runner add_run(CLI::App& app) {
       std::string rest = detok.flush();
       std::fwrite(rest.data(), 1, rest.size(), stdout);
       std::fputc('\n', stdout);
+      std::fflush(stdout);  // before the stderr summary, so the two never interleave
       double tps = r.n_decode_steps > 0 && r.decode_s > 0 ? double(r.n_decode_steps) / r.decode_s : 0;
       std::fprintf(stderr, "[%zu prompt tokens, %zu generated, stop: %s; TTFT %.1f ms, decode %.2f tok/s]\n",
                    prompt.size(), r.output_ids.size(), r.stop_reason.c_str(), r.ttft_s * 1e3, tps);
