@@ -87,8 +87,8 @@ Runner add_bench(CLI::App& app) {
         {"model", s->lm.name},
         {"model_path", o->model},
         {"architecture", cfg.architecture},
-        {"dtype", std::string(dtype_user_name(s->lm.dtype))},
-        {"kv_cache_dtype", std::string(dtype_user_name(s->kv->dtype()))},
+        {"dtype", s->lm.weight_format()},
+        {"kv_cache_dtype", kv_dtype_name(s->kv->dtype())},
         {"weights", o->rt.weights},
         {"threads", s->pool->size()},
         {"prompt_len", o->prompt_len},
@@ -111,18 +111,38 @@ Runner add_bench(CLI::App& app) {
         {"kernel_isa", kernels::cpu::isa_name(kernels::cpu::active_isa())},
         {"rinfer_commit", RINFER_GIT_COMMIT},
     };
+    std::string qpaths;
+    if (s->lm.quant) {
+      // The kernel paths matmul_q takes for one decode token and for the
+      // prompt (they depend on the quant type, M and the CPU, not the shape).
+      kernels::cpu::QuantizedWeight qw;
+      qw.type = *s->lm.quant;
+      qw.N = cfg.hidden_size;
+      qw.K = cfg.hidden_size;
+      qw.group_size = s->lm.group_size;
+      j["quant"] = kernels::cpu::quant_type_name(qw.type);
+      j["group_size"] = s->lm.group_size;
+      j["float_dtype"] = std::string(dtype_user_name(s->lm.dtype));
+      j["matmul_path_decode"] = kernels::cpu::matmul_q_path(1, qw);
+      j["matmul_path_prefill"] = kernels::cpu::matmul_q_path(o->prompt_len, qw);
+      qpaths = str("  matmul paths    decode ", j["matmul_path_decode"].get<std::string>(), ", prefill ",
+                   j["matmul_path_prefill"].get<std::string>(), " (", j["quant"].get<std::string>(), ", group ",
+                   s->lm.group_size, ")\n");
+    }
     if (o->mem_bw > 0) {
       j["mem_bw_gb_s"] = o->mem_bw;
       j["decode_bandwidth_ratio"] = bw / o->mem_bw;
     }
-    std::printf("model %s (%s, %s weights, %d threads, %s)\n", s->lm.name.c_str(), cfg.architecture.c_str(),
-                std::string(dtype_user_name(s->lm.dtype)).c_str(), s->pool->size(), cpu.model_name.c_str());
+    std::printf("model %s (%s, %s weights, %s KV cache, %d threads, %s)\n", s->lm.name.c_str(),
+                cfg.architecture.c_str(), s->lm.weight_format().c_str(), kv_dtype_name(s->kv->dtype()).c_str(),
+                s->pool->size(), cpu.model_name.c_str());
     std::printf("  prompt %lld tokens, generate %lld tokens, %d samples after %d warm-up\n", (long long)o->prompt_len,
                 (long long)o->gen_len, o->samples, o->warmup);
     std::printf("  TTFT            %10.1f ± %.1f ms\n", ttft.mean(), ttft.std());
     std::printf("  prefill         %10.1f ± %.1f tokens/s\n", prefill_tps.mean(), prefill_tps.std());
     std::printf("  decode          %10.2f ± %.2f tokens/s (TPOT %.1f ms)\n", decode_tps.mean(), decode_tps.std(),
                 decode_tps.mean() > 0 ? 1e3 / decode_tps.mean() : 0.0);
+    std::printf("%s", qpaths.c_str());
     std::printf("  peak RSS        %10.1f MB\n", rss.mean() / 1e6);
     std::printf("  weights/token   %10.1f MB -> %.1f GB/s while decoding", double(wbytes) / 1e6, bw);
     if (o->mem_bw > 0) std::printf(" = %.2f of %.1f GB/s", bw / o->mem_bw, o->mem_bw);

@@ -11,19 +11,36 @@ namespace rinfer::cli {
 Runner add_convert(CLI::App& app) {
   struct Opts {
     std::string hf, out, dtype = "bf16";
+    int64_t group_size = 0;
     bool quiet = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("convert", "Convert a Hugging Face checkpoint into a rinfer model directory");
   cmd->add_option("--hf", o->hf, "Hugging Face checkpoint directory (config.json + safetensors)")->required();
   cmd->add_option("--out,-o", o->out, "Output directory (must not exist)")->required();
-  cmd->add_option("--dtype", o->dtype, "Weight dtype: f32, f16, bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  cmd->add_option("--dtype", o->dtype,
+                  "Weight dtype: f32, f16, bf16, or int8 / int4 (symmetric per-group quantized matrices; embeddings, "
+                  "lm_head and MLA kv_b_proj stay bf16, norms and routers f32)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "int8", "int4"}));
+  cmd->add_option("--group-size", o->group_size,
+                  "int8/int4: weights per scale, 32, 64 or 128 (default 128 for int8, 32 for int4, halved per tensor "
+                  "down to 32 when K is not a multiple; a given value is strict: such tensors stay bf16)")
+      ->check(CLI::IsMember({"32", "64", "128"}));
   cmd->add_flag("--quiet,-q", o->quiet, "No progress line");
   return [o]() -> int {
     ConvertOptions co;
-    co.dtype = *dtype_from_user_name(o->dtype);
+    const auto wf = parse_weight_format(o->dtype);
+    RINFER_CHECK(wf.has_value(), "unknown --dtype ", o->dtype);
+    co.dtype = wf->dtype;
+    co.quant = wf->quant;
+    RINFER_CHECK(o->group_size == 0 || co.quant.has_value(), "--group-size needs --dtype int8 or int4");
+    co.group_size = o->group_size;
     co.progress = !o->quiet;
     ConvertStats st = convert_to_dir(o->hf, o->out, co);
+    if (co.quant && !st.float_matrices.empty())
+      std::fprintf(stderr, "note: %zu matrices stay %s (lm_head, kv_b_proj, or K not a multiple of the group size; "
+                   "first: %s)\n", st.float_matrices.size(), dtype_user_name(co.dtype).data(),
+                   st.float_matrices.front().c_str());
     if (!st.unused_hf_tensors.empty())
       std::fprintf(stderr, "note: %zu checkpoint tensors are not used by this architecture (first: %s)\n",
                    st.unused_hf_tensors.size(), st.unused_hf_tensors.front().c_str());

@@ -45,11 +45,18 @@ void add_runtime_options(CLI::App* cmd, RuntimeOptions& o) {
   cmd->add_option("--kv-cache-tokens", o.kv_cache_tokens,
                   "KV cache capacity in tokens, preallocated (default: min(max positions, 4096))")
       ->check(integer_in(0));
-  cmd->add_option("--kv-cache-dtype", o.kv_cache_dtype, "KV cache dtype: auto (follows the weights), f32, f16, bf16")
-      ->check(CLI::IsMember({"auto", "f32", "f16", "bf16"}));
+  cmd->add_option("--kv-cache-dtype", o.kv_cache_dtype,
+                  "KV cache dtype: auto (follows the weights; bf16 for int8/int4 weights), f32, f16, bf16, int8 "
+                  "(per-token, per-head scales; not for MLA models)")
+      ->check(CLI::IsMember({"auto", "f32", "f16", "bf16", "int8"}));
   cmd->add_option("--block-size", o.block_size, "KV cache block size in tokens")->check(integer_in(1, INT32_MAX));
-  cmd->add_option("--dtype", o.dtype, "For a Hugging Face --model: convert weights in memory to auto|f32|f16|bf16")
-      ->check(CLI::IsMember({"auto", "f32", "f16", "bf16"}));
+  cmd->add_option("--dtype", o.dtype,
+                  "For a Hugging Face --model: convert weights in memory to auto|f32|f16|bf16|int8|int4")
+      ->check(CLI::IsMember({"auto", "f32", "f16", "bf16", "int8", "int4"}));
+  cmd->add_option("--group-size", o.group_size,
+                  "For a Hugging Face --model with --dtype int8|int4: quantization group size 32|64|128 (default: 128 "
+                  "int8, 32 int4)")
+      ->check(CLI::IsMember({"32", "64", "128"}));
   cmd->add_option("--weights", o.weights,
                   "copy: read weights into anonymous memory (fast decode, default); mmap: map the files")
       ->check(CLI::IsMember({"copy", "mmap"}));
@@ -59,7 +66,16 @@ std::unique_ptr<Session> open_session(const std::string& model_path, const Runti
   auto s = std::make_unique<Session>();
   s->pool = std::make_unique<ThreadPool>(o.threads);
   LoadOptions lo;
-  if (o.dtype != "auto") lo.dtype = dtype_from_user_name(o.dtype);
+  if (o.dtype != "auto") {
+    const auto wf = parse_weight_format(o.dtype);
+    RINFER_CHECK(wf.has_value(), "unknown --dtype ", o.dtype);
+    if (wf->quant)
+      lo.quant = wf->quant;
+    else
+      lo.dtype = wf->dtype;
+  }
+  RINFER_CHECK(o.group_size == 0 || lo.quant.has_value(), "--group-size needs --dtype int8 or int4");
+  lo.group_size = o.group_size;
   lo.mode = o.weights == "mmap" ? WeightLoadMode::Mmap : WeightLoadMode::Copy;
   s->lm = load_model(model_path, lo, *s->pool);
   const auto& cfg = s->lm.config;
@@ -67,11 +83,15 @@ std::unique_ptr<Session> open_session(const std::string& model_path, const Runti
   KVCacheOptions ko;
   ko.block_size = o.block_size;
   ko.n_blocks = KVCache::blocks_for_tokens(tokens, o.block_size);
-  ko.dtype = o.kv_cache_dtype == "auto" ? s->lm.dtype : *dtype_from_user_name(o.kv_cache_dtype);
+  ko.dtype = o.kv_cache_dtype == "auto"   ? s->lm.dtype
+             : o.kv_cache_dtype == "int8" ? DType::I8
+                                          : *dtype_from_user_name(o.kv_cache_dtype);
   s->kv = std::make_unique<KVCache>(s->lm.model->kv_shape(), ko);
   if (need_tokenizer) s->tokenizer = Tokenizer::load(model_path);
   return s;
 }
+
+std::string kv_dtype_name(DType dt) { return dt == DType::I8 ? "int8" : std::string(dtype_user_name(dt)); }
 
 std::vector<int32_t> parse_ids(const std::string& s) {
   std::vector<int32_t> ids;

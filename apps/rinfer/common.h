@@ -19,7 +19,8 @@ struct RuntimeOptions {
   int64_t kv_cache_tokens = 0;  // 0: min(max_position_embeddings, 4096)
   std::string kv_cache_dtype = "auto";
   int block_size = 16;
-  std::string dtype = "auto";   // HF directories: convert to this in memory
+  std::string dtype = "auto";   // HF directories: convert to this in memory (f32|f16|bf16|int8|int4)
+  int64_t group_size = 0;       // HF directories with int8/int4: quantization group (0: default)
   std::string weights = "copy";
 };
 
@@ -39,6 +40,9 @@ struct Session {
 };
 
 std::unique_ptr<Session> open_session(const std::string& model_path, const RuntimeOptions& o, bool need_tokenizer);
+
+// "int8" for DType::I8 (the --kv-cache-dtype spelling), else dtype_user_name.
+std::string kv_dtype_name(DType dt);
 
 // "1,415,2501" -> ids; errors on anything else.
 std::vector<int32_t> parse_ids(const std::string& s);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <set>
 
@@ -10,6 +11,68 @@
 #include "core/error.h"
 
 namespace rinfer {
+
+namespace kc = kernels::cpu;
+
+std::optional<WeightFormat> parse_weight_format(const std::string& name) {
+  WeightFormat f;
+  if (name == "int8" || name == "int4") {
+    f.dtype = DType::BF16;
+    f.quant = name == "int8" ? kc::QuantType::Q8 : kc::QuantType::Q4;
+    return f;
+  }
+  auto dt = dtype_from_user_name(name);
+  if (!dt || !(*dt == DType::F32 || *dt == DType::F16 || *dt == DType::BF16)) return std::nullopt;
+  f.dtype = *dt;
+  return f;
+}
+
+std::string weight_format_name(DType dtype, std::optional<kc::QuantType> quant) {
+  if (quant) return *quant == kc::QuantType::Q8 ? "int8" : "int4";
+  return std::string(dtype_user_name(dtype));
+}
+
+int64_t default_group_size(kc::QuantType t) { return t == kc::QuantType::Q8 ? 128 : 32; }
+
+namespace {
+// The quantization recipe: which tensors keep the float dtype.
+//  - lm_head: the logits are what every token choice reads; quantizing it
+//    costs the most accuracy per byte saved (as llama.cpp's Q8_0/Q4 recipes
+//    keep output.weight at higher precision).
+//  - MLA kv_b_proj: the absorbed attention repacks its raw rows (mla.cpp).
+//  - embeddings (Embedding role), norms, biases and MoE routers (Vector role)
+//    are not TensorRole::Matrix and never quantized.
+bool quantizable(const TensorSpec& spec) {
+  if (spec.role != TensorRole::Matrix || spec.shape.size() != 2) return false;
+  const std::string& n = spec.name;
+  auto ends_with = [&](const std::string& suf) {
+    return n.size() >= suf.size() && n.compare(n.size() - suf.size(), suf.size(), suf) == 0;
+  };
+  if (n == "lm_head.weight" || ends_with("kv_b_proj.weight")) return false;
+  return true;
+}
+}  // namespace
+
+int64_t quant_group_for(const ConvertOptions& opts, const TensorSpec& spec) {
+  if (!opts.quant || !quantizable(spec)) return 0;
+  const int64_t K = spec.shape[1];
+  if (opts.group_size > 0) return K % opts.group_size == 0 ? opts.group_size : 0;
+  for (int64_t g = default_group_size(*opts.quant); g >= 32; g /= 2)
+    if (K % g == 0) return g;
+  return 0;
+}
+
+void WeightSink::add_quantized(const TensorSpec& spec, const QuantInfo& q, Buffer&& data, Buffer&& scales) {
+  const int64_t N = spec.shape[0], K = spec.shape[1];
+  const int64_t Np = kc::quant_padded_rows(N);
+  TensorSpec d = spec;
+  d.shape = {Np, q.type == kc::QuantType::Q8 ? K : K / 2};
+  add(d, DType::U8, std::move(data));
+  TensorSpec s = spec;
+  s.name = spec.name + kQuantScaleSuffix;
+  s.shape = {Np / 16, K / q.group_size, 16};
+  add(s, q.scale_dtype, std::move(scales));
+}
 
 void MemorySink::add(const TensorSpec& spec, DType dtype, Buffer&& data) {
   TensorView v{dtype, spec.shape, data.data()};
@@ -39,11 +102,45 @@ Buffer convert_one(const HfCheckpoint& hf, const TensorSpec& spec, DType out_dty
   }
   return out;
 }
+
+// Quantize one matrix in chunks of 16-row blocks (the packed layout keeps
+// each block contiguous), so only a chunk is ever held in f32.
+void quantize_one(const HfCheckpoint& hf, const TensorSpec& spec, const QuantInfo& q, std::vector<float>& stage,
+                  ThreadPool& pool, Buffer& data, Buffer& scales) {
+  float none = 0;
+  hf.arch->read_hf_rows(hf.config, spec, *hf.tensors, 0, 0, &none);
+  const int64_t N = spec.shape[0], K = spec.shape[1];
+  kc::check_quant_shape(q.type, N, K, q.group_size, q.scale_dtype);
+  data = Buffer(kc::quant_data_bytes(q.type, N, K));
+  scales = Buffer(kc::quant_scale_bytes(N, K, q.group_size, q.scale_dtype));
+  const int64_t chunk = std::max<int64_t>(16, ((int64_t(1) << 22) / K) / 16 * 16);
+  const size_t data_per_block = kc::quant_data_bytes(q.type, 16, K);
+  const size_t scale_per_block = kc::quant_scale_bytes(16, K, q.group_size, q.scale_dtype);
+  for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+    const int64_t r1 = std::min(N, r0 + chunk);
+    stage.resize(size_t((r1 - r0) * K));
+    hf.arch->read_hf_rows(hf.config, spec, *hf.tensors, r0, r1, stage.data());
+    for (float v : stage)
+      RINFER_CHECK(std::isfinite(v), "tensor ", spec.name, " has a non-finite value; cannot quantize it");
+    kc::quantize_weights(stage.data(), r1 - r0, K, K, q.type, q.group_size, q.scale_dtype,
+                         data.as<uint8_t>() + size_t(r0 / 16) * data_per_block,
+                         scales.as<uint8_t>() + size_t(r0 / 16) * scale_per_block, pool);
+  }
+}
 }  // namespace
 
 ConvertStats convert_tensors(const HfCheckpoint& hf, const ConvertOptions& opts, WeightSink& sink) {
   RINFER_CHECK(opts.dtype == DType::F32 || opts.dtype == DType::F16 || opts.dtype == DType::BF16,
-               "--dtype must be f32, f16 or bf16");
+               "--dtype must be f32, f16, bf16, int8 or int4");
+  if (opts.quant && opts.group_size != 0)
+    RINFER_CHECK(kc::quant_group_size_supported(opts.group_size), "--group-size must be 32, 64 or 128, got ",
+                 opts.group_size);
+  std::unique_ptr<ThreadPool> own_pool;
+  ThreadPool* pool = opts.pool;
+  if (opts.quant && !pool) {
+    own_pool = std::make_unique<ThreadPool>(0);
+    pool = own_pool.get();
+  }
   ConvertStats stats;
   const auto t0 = std::chrono::steady_clock::now();
   const bool tty = opts.progress && isatty(STDERR_FILENO);
@@ -53,10 +150,23 @@ ConvertStats convert_tensors(const HfCheckpoint& hf, const ConvertOptions& opts,
   for (int64_t g = kGlobalGroup; g < hf.config.n_layers; ++g) {
     sink.begin_group(g);
     for (const auto& spec : hf.arch->tensor_specs(hf.config, g)) {
+      used.insert(spec.name);
+      if (const int64_t g = quant_group_for(opts, spec); g > 0) {
+        QuantInfo q;
+        q.type = *opts.quant;
+        q.group_size = g;
+        q.scale_dtype = DType::F16;
+        Buffer data, scales;
+        quantize_one(hf, spec, q, stage, *pool, data, scales);
+        stats.bytes_out += data.size() + scales.size();
+        ++stats.quantized_tensors;
+        sink.add_quantized(spec, q, std::move(data), std::move(scales));
+        continue;
+      }
+      if (opts.quant && spec.role == TensorRole::Matrix) stats.float_matrices.push_back(spec.name);
       const DType dt = spec.role == TensorRole::Vector ? DType::F32 : opts.dtype;
       Buffer b = convert_one(hf, spec, dt, stage);
       stats.bytes_out += b.size();
-      used.insert(spec.name);
       sink.add(spec, dt, std::move(b));
     }
     sink.end_group(g);

@@ -7,22 +7,63 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
 #include "convert/hf_checkpoint.h"
 #include "core/buffer.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/ops.h"
 #include "model/weights.h"
 
 namespace rinfer {
 
 struct ConvertOptions {
-  DType dtype = DType::BF16;  // for matrices and embeddings; vectors stay F32
+  DType dtype = DType::BF16;  // for matrices and embeddings (float dtype of the unquantized ones); vectors stay F32
+  // Quantized weights (--dtype int8|int4): TensorRole::Matrix tensors become
+  // symmetric per-group Q8/Q4 (kernels/cpu/ops.h layout), except lm_head and
+  // MLA kv_b_proj (see quantize_tensor_policy); `dtype` is then the float
+  // dtype of everything else (bf16).
+  std::optional<kernels::cpu::QuantType> quant;
+  // 0: default per type (128 for q8, 32 for q4), falling back per tensor to
+  // the largest supported group <= default that divides K; a given value is
+  // strict (tensors whose K is not a multiple stay in `dtype`).
+  int64_t group_size = 0;
   bool progress = false;      // progress line on stderr
+  ThreadPool* pool = nullptr;  // for quantization; null: the converter makes one
 };
+
+// "f32"|"f16"|"bf16"|"int8"|"int4" -> float dtype + optional quant type.
+struct WeightFormat {
+  DType dtype = DType::BF16;
+  std::optional<kernels::cpu::QuantType> quant;
+};
+std::optional<WeightFormat> parse_weight_format(const std::string& name);
+// "int8" / "int4" / "bf16"...
+std::string weight_format_name(DType dtype, std::optional<kernels::cpu::QuantType> quant);
+int64_t default_group_size(kernels::cpu::QuantType t);  // 128 (q8), 32 (q4)
+
+// How one tensor is stored in a quantized model: the quantized tensor
+// "<name>" holds the packed data as U8 of shape [Np, K] (q8) or [Np, K/2]
+// (q4), Np = round_up(N, 16); "<name>.qscale" holds the scales as F16 of
+// shape [Np/16, K/group_size, 16]. Both shapes describe the scheme, so a
+// loader can rebuild the QuantizedWeight from the two tensors alone;
+// model_desc.json also records it per tensor.
+constexpr const char* kQuantScaleSuffix = ".qscale";
+struct QuantInfo {
+  kernels::cpu::QuantType type = kernels::cpu::QuantType::Q8;
+  int64_t group_size = 32;
+  DType scale_dtype = DType::F16;
+};
+// The group size `opts` gives tensor `spec` (0: stays in the float dtype).
+int64_t quant_group_for(const ConvertOptions& opts, const TensorSpec& spec);
 
 class WeightSink {
  public:
   virtual ~WeightSink() = default;
   virtual void begin_group(int64_t group) = 0;
   virtual void add(const TensorSpec& spec, DType dtype, Buffer&& data) = 0;
+  // A quantized matrix: by default the two tensors described at QuantInfo.
+  virtual void add_quantized(const TensorSpec& spec, const QuantInfo& q, Buffer&& data, Buffer&& scales);
   virtual void end_group(int64_t group) = 0;
 };
 
@@ -42,6 +83,8 @@ struct ConvertStats {
   uint64_t bytes_in = 0, bytes_out = 0;
   double seconds = 0;
   std::vector<std::string> unused_hf_tensors;
+  int64_t quantized_tensors = 0;
+  std::vector<std::string> float_matrices;  // quantized runs: Matrix tensors kept in the float dtype
 };
 
 ConvertStats convert_tensors(const HfCheckpoint& hf, const ConvertOptions& opts, WeightSink& sink);

@@ -36,6 +36,20 @@ void ModelDirWriter::add(const TensorSpec& spec, DType dtype, Buffer&& data) {
   pending_.emplace_back(spec, std::make_pair(dtype, std::move(data)));
 }
 
+void ModelDirWriter::add_quantized(const TensorSpec& spec, const QuantInfo& q, Buffer&& data, Buffer&& scales) {
+  // The scheme, open for later additions (zero points: "zero_tensor"; GPTQ
+  // / AWQ imports: "method").
+  quant_[spec.name] = {{"quant", kernels::cpu::quant_type_name(q.type)},
+                       {"group_size", q.group_size},
+                       {"scale_dtype", std::string(dtype_user_name(q.scale_dtype))},
+                       {"symmetric", true},
+                       {"method", "rtn"},
+                       {"layout", "rinfer-packed16-v1"},
+                       {"shape", spec.shape},
+                       {"scale_tensor", spec.name + kQuantScaleSuffix}};
+  WeightSink::add_quantized(spec, q, std::move(data), std::move(scales));
+}
+
 void ModelDirWriter::end_group(int64_t group) {
   const std::string file = group_file_name(group);
   io::SafetensorsWriter w;
@@ -43,6 +57,11 @@ void ModelDirWriter::end_group(int64_t group) {
   for (const auto& [spec, td] : pending_) {
     w.add(spec.name, td.first, spec.shape, td.second.data());
     tensors_[spec.name] = {{"file", file}, {"dtype", std::string(dtype_name(td.first))}, {"shape", spec.shape}};
+    if (auto it = quant_.find(spec.name); it != quant_.end()) {
+      // "shape" stays the logical [N, K]; "stored_shape" is the packed U8 tensor.
+      tensors_[spec.name]["stored_shape"] = spec.shape;
+      for (const auto& [k, v] : it->items()) tensors_[spec.name][k] = v;
+    }
   }
   w.write((fs::path(dir_) / file).string());
   files_.push_back(file);
@@ -55,9 +74,22 @@ void ModelDirWriter::finish(const ConvertStats& stats) {
   desc["format_version"] = kModelFormatVersion;
   desc["architecture"] = hf_.config.architecture;
   desc["config"] = hf_.config.to_json();
-  desc["dtype"] = {{"matrix", std::string(dtype_user_name(opts_.dtype))},
+  desc["dtype"] = {{"matrix", weight_format_name(opts_.dtype, opts_.quant)},
                    {"embedding", std::string(dtype_user_name(opts_.dtype))},
                    {"vector", "f32"}};
+  if (opts_.quant) {
+    desc["dtype"]["float_matrix"] = std::string(dtype_user_name(opts_.dtype));
+    desc["quantization"] = {
+        {"quant", kernels::cpu::quant_type_name(*opts_.quant)},
+        {"group_size", opts_.group_size > 0 ? opts_.group_size : default_group_size(*opts_.quant)},
+        {"group_size_fallback", opts_.group_size == 0},
+        {"scale_dtype", "f16"},
+        {"symmetric", true},
+        {"quantized_tensors", stats.quantized_tensors},
+        {"float_matrices", stats.float_matrices},
+        {"note", "TensorRole::Matrix tensors except lm_head and MLA kv_b_proj, where K is a multiple of the group "
+                 "size; per-tensor scheme under tensors.<name>"}};
+  }
   desc["source"] = {{"path", fs::absolute(hf_.dir).string()},
                     {"dtype", std::string(dtype_user_name(hf_.storage_dtype()))},
                     {"bytes", stats.bytes_in}};
@@ -118,9 +150,15 @@ ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode) {
     RINFER_CHECK(version == kModelFormatVersion, desc_path, ": format_version ", version,
                  " is not supported by this rinfer (supports ", kModelFormatVersion, ")");
     md.config = ModelConfig::from_json(md.desc.at("config"));
-    auto dt = dtype_from_user_name(md.desc.at("dtype").at("matrix").get<std::string>());
-    RINFER_CHECK(dt.has_value(), desc_path, ": unknown dtype");
-    md.dtype = *dt;
+    const auto wf = parse_weight_format(md.desc.at("dtype").at("matrix").get<std::string>());
+    RINFER_CHECK(wf.has_value(), desc_path, ": unknown dtype ", md.desc.at("dtype").at("matrix"));
+    md.dtype = wf->dtype;
+    md.quant = wf->quant;
+    if (md.quant) {
+      auto et = dtype_from_user_name(md.desc.at("dtype").at("embedding").get<std::string>());
+      RINFER_CHECK(et.has_value(), desc_path, ": unknown embedding dtype");
+      md.dtype = *et;
+    }
     md.weights = std::make_unique<WeightStore>();
     md.weights->source = dir;
     for (const auto& file : md.desc.at("files")) {
@@ -154,9 +192,37 @@ ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode) {
         md.weights->own(std::shared_ptr<void>(st));
       }
     }
-    for (const auto& [name, info] : md.desc.at("tensors").items())
+    for (const auto& [name, info] : md.desc.at("tensors").items()) {
       RINFER_CHECK(md.weights->has(name), dir, ": tensor ", name, " listed in model_desc.json is missing from ",
                    info.at("file").get<std::string>());
+      if (!info.contains("quant")) continue;
+      // A quantized tensor: check that what is stored is what the description
+      // says (Linear rebuilds the QuantizedWeight view from the two tensors).
+      const std::string q = info.at("quant").get<std::string>();
+      RINFER_CHECK(q == "q8" || q == "q4", desc_path, ": tensor ", name, ": unsupported quant \"", q, "\"");
+      RINFER_CHECK(info.value("symmetric", true) && !info.contains("zero_tensor"), desc_path, ": tensor ", name,
+                   ": asymmetric quantization is not supported by this rinfer");
+      const auto qt = q == "q8" ? kernels::cpu::QuantType::Q8 : kernels::cpu::QuantType::Q4;
+      const auto shape = info.at("shape").get<Shape>();
+      const int64_t g = info.at("group_size").get<int64_t>();
+      RINFER_CHECK(shape.size() == 2, desc_path, ": tensor ", name, ": quantized tensors must be 2-D");
+      RINFER_CHECK(info.value("scale_dtype", "f16") == "f16", desc_path, ": tensor ", name, ": scale dtype must be f16");
+      kernels::cpu::check_quant_shape(qt, shape[0], shape[1], g, DType::F16);
+      const int64_t Np = kernels::cpu::quant_padded_rows(shape[0]);
+      const TensorView d = md.weights->tensors().at(name);
+      const Shape want_data = {Np, qt == kernels::cpu::QuantType::Q8 ? shape[1] : shape[1] / 2};
+      const Shape want_scales = {Np / 16, shape[1] / g, 16};
+      RINFER_CHECK(d.dtype == DType::U8 && d.shape == want_data,
+                   dir, ": quantized tensor ", name, " has dtype ", dtype_name(d.dtype), " shape ", shape_str(d.shape),
+                   ", not what its ", q, " scheme needs");
+      const std::string sname = info.value("scale_tensor", name + kQuantScaleSuffix);
+      RINFER_CHECK(md.weights->has(sname), dir, ": scales ", sname, " of quantized tensor ", name, " are missing");
+      const TensorView sv = md.weights->tensors().at(sname);
+      RINFER_CHECK(sv.dtype == DType::F16 && sv.shape == want_scales, dir, ": scales ", sname,
+                   " have dtype ", dtype_name(sv.dtype), " shape ", shape_str(sv.shape), ", expected F16 [",
+                   Np / 16, ", ", shape[1] / g, ", 16]");
+      md.group_size = std::max(md.group_size, g);
+    }
   } catch (const nlohmann::json::exception& e) {
     fail(desc_path, ": ", e.what());
   }

@@ -6,6 +6,7 @@
 //   layer_000.safetensors …  one file per transformer layer
 //   tokenizer files          copied from the checkpoint
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,7 @@ class ModelDirWriter : public WeightSink {
   ModelDirWriter(std::string dir, const HfCheckpoint& hf, const ConvertOptions& opts);
   void begin_group(int64_t group) override;
   void add(const TensorSpec& spec, DType dtype, Buffer&& data) override;
+  void add_quantized(const TensorSpec& spec, const QuantInfo& q, Buffer&& data, Buffer&& scales) override;
   void end_group(int64_t group) override;
   void finish(const ConvertStats& stats);
 
@@ -39,6 +41,7 @@ class ModelDirWriter : public WeightSink {
   std::vector<std::pair<TensorSpec, std::pair<DType, Buffer>>> pending_;
   nlohmann::json tensors_ = nlohmann::json::object();
   std::vector<std::string> files_;
+  nlohmann::json quant_ = nlohmann::json::object();  // per quantized tensor: its scheme
 };
 
 // How loaded weights live in memory. Copy (the default) reads them into
@@ -49,7 +52,9 @@ enum class WeightLoadMode { Copy, Mmap };
 struct ModelDir {
   nlohmann::json desc;
   ModelConfig config;
-  DType dtype = DType::F32;
+  DType dtype = DType::F32;  // float dtype of the unquantized matrices and embeddings
+  std::optional<kernels::cpu::QuantType> quant;  // quantized models ("matrix": "int8" / "int4")
+  int64_t group_size = 0;                        // the largest group size used (for reports)
   std::unique_ptr<WeightStore> weights;
 };
 

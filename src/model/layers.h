@@ -13,16 +13,31 @@
 namespace rinfer {
 
 // y[rows, out] = x[rows, in] W^T + b
+// The weight is either a float TensorView [out, in] (F32/F16/BF16) or a
+// quantized Q8/Q4 matrix (quantized == true): then `weight` is the packed U8
+// data tensor (so weight.data is still non-null) and `qweight` the view the
+// kernels use, rebuilt from "<prefix>.weight" (U8 [Np, K] or [Np, K/2]) and
+// "<prefix>.weight.qscale" (F16 [Np/16, K/group, 16]); see convert/converter.h.
 struct Linear {
-  TensorView weight;            // [out, in]
+  TensorView weight;            // [out, in], or the packed data when quantized
+  kernels::cpu::QuantizedWeight qweight;
+  bool quantized = false;
   const float* bias = nullptr;  // [out] or null
   int64_t in = 0, out = 0;
 
   static Linear load(const WeightStore& w, const std::string& prefix, int64_t in, int64_t out, bool bias);
   void forward(const float* x, int64_t rows, float* y, ThreadPool& pool) const {
-    kernels::cpu::matmul(x, rows, in, in, weight.data, weight.dtype, out, bias, y, out, pool);
+    if (quantized)
+      kernels::cpu::matmul_q(x, rows, in, in, qweight, bias, y, out, pool);
+    else
+      kernels::cpu::matmul(x, rows, in, in, weight.data, weight.dtype, out, bias, y, out, pool);
   }
-  uint64_t bytes() const { return weight.nbytes(); }
+  // Bytes a forward pass reads: data + scales when quantized.
+  uint64_t bytes() const {
+    if (!quantized) return weight.nbytes();
+    return kernels::cpu::quant_data_bytes(qweight.type, qweight.N, qweight.K) +
+           kernels::cpu::quant_scale_bytes(qweight.N, qweight.K, qweight.group_size, qweight.scale_dtype);
+  }
 };
 
 struct RMSNorm {

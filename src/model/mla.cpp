@@ -24,6 +24,10 @@ MlaAttention::MlaAttention(const MlaShape& s, const WeightStore& w, const std::s
   kv_a_norm_ = RMSNorm::load(w, p + "kv_a_layernorm.weight", s.kv_lora_rank, eps);
   kv_b_ = Linear::load(w, p + "kv_b_proj", s.kv_lora_rank, s.n_heads * (s.nope_dim + s.v_dim), false);
   o_ = Linear::load(w, p + "o_proj", s.n_heads * s.v_dim, s.hidden, false);
+  // The absorbed attention below reads kv_b's raw rows, so the converter keeps
+  // kv_b_proj in the float dtype in quantized models (convert/converter.cpp).
+  RINFER_CHECK(!kv_b_.quantized, "tensor ", p, "kv_b_proj.weight is quantized; MLA needs it in a float dtype (",
+               w.source, ")");
   // Repack the K half of kv_b ([nope, latent] per head) transposed, so the
   // absorption q_lat = W_uk^T q_nope is a plain matmul with [latent, nope] rows.
   const DType dt = kv_b_.weight.dtype;

@@ -9,22 +9,38 @@ namespace rinfer {
 KVCache::KVCache(const KVCacheShape& shape, const KVCacheOptions& opts) : shape_(shape), opts_(opts) {
   RINFER_CHECK(opts.block_size > 0, "--block-size must be positive, got ", opts.block_size);
   RINFER_CHECK(opts.n_blocks > 0, "KV cache needs at least one block");
-  RINFER_CHECK(opts.dtype == DType::F32 || opts.dtype == DType::F16 || opts.dtype == DType::BF16,
-               "KV cache dtype must be f32, f16 or bf16, got ", dtype_user_name(opts.dtype));
+  RINFER_CHECK(opts.dtype == DType::F32 || opts.dtype == DType::F16 || opts.dtype == DType::BF16 ||
+                   opts.dtype == DType::I8,
+               "KV cache dtype must be f32, f16, bf16 or int8, got ", dtype_user_name(opts.dtype));
+  // The latent (MLA) cache kernel reads f32/f16/bf16 rows only.
+  RINFER_CHECK(!(opts.dtype == DType::I8 && shape.v_head_dim == 0),
+               "--kv-cache-dtype int8 is not supported for latent-attention (MLA) models; use bf16, f16 or f32");
   const int64_t v_dim = shape.v_head_dim < 0 ? shape.head_dim : shape.v_head_dim;
   const size_t slots = size_t(opts.n_blocks) * size_t(opts.block_size) * size_t(shape.n_kv_heads);
   k_bytes_ = slots * size_t(shape.head_dim) * dtype_size(opts.dtype);
   v_bytes_ = slots * size_t(v_dim) * dtype_size(opts.dtype);
+  if (opts.dtype == DType::I8) {
+    // One f32 scale per (slot, head) for K and for V (kernels/cpu/ops.h PagedKV).
+    k_scale_floats_ = slots;
+    v_scale_floats_ = v_dim > 0 ? slots : 0;
+  }
   // Preallocated and touched once, so the first request does not pay page faults.
   storage_ = Buffer((k_bytes_ + v_bytes_) * size_t(shape.n_layers), /*zero=*/true);
   std::memset(storage_.data(), 0, storage_.size());
+  if (k_scale_floats_) {
+    scales_ = Buffer((k_scale_floats_ + v_scale_floats_) * sizeof(float) * size_t(shape.n_layers), /*zero=*/true);
+    std::memset(scales_.data(), 0, scales_.size());
+  }
   free_.reserve(opts.n_blocks);
   for (int64_t b = opts.n_blocks - 1; b >= 0; --b) free_.push_back(int32_t(b));
 }
 
 size_t KVCache::bytes_per_token() const {
   const int64_t v_dim = shape_.v_head_dim < 0 ? shape_.head_dim : shape_.v_head_dim;
-  return size_t(shape_.n_layers * shape_.n_kv_heads * (shape_.head_dim + v_dim)) * dtype_size(opts_.dtype);
+  size_t n = size_t(shape_.n_layers * shape_.n_kv_heads * (shape_.head_dim + v_dim)) * dtype_size(opts_.dtype);
+  if (opts_.dtype == DType::I8)  // + one f32 scale per head for K (and V)
+    n += size_t(shape_.n_layers * shape_.n_kv_heads * (v_dim > 0 ? 2 : 1)) * sizeof(float);
+  return n;
 }
 
 kernels::cpu::PagedKV KVCache::layer(int64_t l) {
@@ -36,6 +52,11 @@ kernels::cpu::PagedKV KVCache::layer(int64_t l) {
   kv.block_size = opts_.block_size;
   kv.n_kv_heads = int(shape_.n_kv_heads);
   kv.head_dim = int(shape_.head_dim);
+  if (k_scale_floats_) {
+    float* sb = scales_.as<float>() + size_t(l) * (k_scale_floats_ + v_scale_floats_);
+    kv.k_scale = sb;
+    kv.v_scale = v_scale_floats_ ? sb + k_scale_floats_ : nullptr;
+  }
   return kv;
 }
 

@@ -38,7 +38,7 @@ class KVCache {
   int64_t n_free_blocks() const { return int64_t(free_.size()); }
   int64_t capacity_tokens() const { return opts_.n_blocks * opts_.block_size; }
   DType dtype() const { return opts_.dtype; }
-  size_t bytes() const { return storage_.size(); }
+  size_t bytes() const { return storage_.size() + scales_.size(); }
   size_t bytes_per_token() const;
 
   // Grow `table` so it covers n_tokens positions. Throws rinfer::Error when the
@@ -61,6 +61,8 @@ class KVCache {
   KVCacheOptions opts_;
   size_t k_bytes_ = 0, v_bytes_ = 0;  // bytes of K and of V for one layer
   Buffer storage_;
+  size_t k_scale_floats_ = 0, v_scale_floats_ = 0;  // I8: scales per layer for K and V
+  Buffer scales_;
   std::vector<int32_t> free_;
 };
 

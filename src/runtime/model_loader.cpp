@@ -9,6 +9,8 @@ namespace fs = std::filesystem;
 
 namespace rinfer {
 
+std::string LoadedModel::weight_format() const { return weight_format_name(dtype, quant); }
+
 LoadedModel load_model(const std::string& path, const LoadOptions& opts, ThreadPool& pool) {
   RINFER_CHECK(!path.empty(), "--model is required");
   RINFER_CHECK(fs::exists(path), "model directory ", path, " does not exist");
@@ -18,22 +20,29 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts, ThreadP
   lm.name = fs::path(path).lexically_normal().filename().string();
   if (lm.name.empty() || lm.name == ".") lm.name = fs::absolute(path).parent_path().filename().string();
   if (is_model_dir(path)) {
-    RINFER_CHECK(!opts.dtype.has_value(), "--dtype applies to Hugging Face directories; ", path,
+    RINFER_CHECK(!opts.dtype.has_value() && !opts.quant.has_value(), "--dtype applies to Hugging Face directories; ", path,
                  " is already converted (convert again to change it)");
     ModelDir md = load_model_dir(path, opts.mode);
     lm.config = md.config;
     lm.dtype = md.dtype;
+    lm.quant = md.quant;
+    lm.group_size = md.group_size;
     lm.weights = std::move(md.weights);
   } else if (fs::exists(fs::path(path) / "config.json")) {
     HfCheckpoint hf = HfCheckpoint::open(path);
     ConvertOptions co;
-    co.dtype = opts.dtype.value_or(hf.storage_dtype());
+    co.dtype = opts.dtype.value_or(opts.quant ? DType::BF16 : hf.storage_dtype());
+    co.quant = opts.quant;
+    co.group_size = opts.group_size;
+    co.pool = &pool;
     lm.weights = std::make_unique<WeightStore>();
     lm.weights->source = path;
     MemorySink sink(*lm.weights);
     convert_tensors(hf, co, sink);
     lm.config = hf.config;
     lm.dtype = co.dtype;
+    lm.quant = co.quant;
+    if (co.quant) lm.group_size = co.group_size > 0 ? co.group_size : default_group_size(*co.quant);
     lm.from_hf = true;
   } else {
     fail(path, " is neither a rinfer model (", kModelDescFile,

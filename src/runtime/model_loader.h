@@ -13,6 +13,10 @@ namespace rinfer {
 
 struct LoadOptions {
   std::optional<DType> dtype;  // HF directories only; default: the checkpoint's own dtype
+  // HF directories only: quantize matrices in memory (dtype is then the float
+  // dtype of the rest, default bf16) with this group size (0: default).
+  std::optional<kernels::cpu::QuantType> quant;
+  int64_t group_size = 0;
   WeightLoadMode mode = WeightLoadMode::Copy;
 };
 
@@ -20,7 +24,10 @@ struct LoadedModel {
   std::string path;
   std::string name;          // directory name, for reports
   bool from_hf = false;
-  DType dtype = DType::F32;  // dtype of the weight matrices
+  DType dtype = DType::F32;  // dtype of the (unquantized) weight matrices and embeddings
+  std::optional<kernels::cpu::QuantType> quant;  // quantized matrices (int8 / int4)
+  int64_t group_size = 0;                        // their (largest) group size
+  std::string weight_format() const;             // "int8", "int4", or the dtype's name
   ModelConfig config;
   std::unique_ptr<WeightStore> weights;
   std::unique_ptr<Model> model;

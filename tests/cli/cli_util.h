@@ -21,7 +21,12 @@ using nlohmann::json;
 
 inline std::string stories_hf() { return testdata("stories260K/hf").string(); }
 inline std::string golden_dir(const std::string& arch) { return testdata("golden/" + arch).string(); }
-inline json greedy_reference() { return read_json(testdata("stories260K/reference/greedy_runc.json")); }
+// Read once and kept: callers may iterate over parts of it (a temporary's
+// member would dangle in a range-for).
+inline const json& greedy_reference() {
+  static const json ref = read_json(testdata("stories260K/reference/greedy_runc.json"));
+  return ref;
+}
 
 inline std::string join_ids(const std::vector<int32_t>& ids) {
   std::string s;

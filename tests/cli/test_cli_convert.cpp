@@ -16,7 +16,8 @@ void convert_ok(const std::string& hf, const fs::path& out, const std::string& d
 
 // Greedy ids of every reference case on `model`, with extra run options.
 void expect_reference_ids(const std::string& model, const std::string& extra) {
-  for (const auto& c : greedy_reference().at("cases")) {
+  const json ref = greedy_reference();  // keep it alive: the loop iterates over a part of it
+  for (const auto& c : ref.at("cases")) {
     SCOPED_TRACE(c.at("name").get<std::string>() + " on " + model + " " + extra);
     auto want = c.at("greedy_ids").get<std::vector<int32_t>>();
     if (c.at("stopped_on_bos").get<bool>()) want.push_back(1);
@@ -133,4 +134,28 @@ TEST(CliValidate, MissingGoldenDirectory) {
   expect_fails("validate --golden " + quote(golden_dir("llama")) + " --model " + quote(missing), missing);
 }
 
+}  // namespace rinfer::test::cli
+
+namespace rinfer::test::cli {
+namespace {
+
+// bf16 weights (and bf16 KV cache) through `rinfer validate`, in its top-1
+// mode with the documented bf16 tolerance (docs/validation.md). deepseek_v2
+// is left out on purpose: bf16 rounding changes which expert some tokens are
+// routed to there (teacher-forced error 0.21, measured; the golden README
+// warns that these routers are not safe to compare in half precision).
+class ValidateBf16 : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ValidateBf16, PassesWithDocumentedTolerance) {
+  CmdResult r = run_rinfer("validate --golden " + quote(golden_dir(GetParam())) + " --dtype bf16 --threads 1");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("top-1 mode, atol 0.15"), std::string::npos) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, ValidateBf16,
+                         ::testing::Values("llama", "llama3_rope_scaling", "qwen2", "mixtral", "qwen2_moe",
+                                           "baichuan_7b_rope", "baichuan_13b_alibi", "chatglm_glm4", "deepseek_moe",
+                                           "deepseek_v2_lite", "deepseek_v3", "deepseek_v3_grouped"));
+
+}  // namespace
 }  // namespace rinfer::test::cli

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <set>
 
+#include "convert/converter.h"
 #include "model/golden_check.h"
 
 namespace rinfer {
@@ -20,6 +21,16 @@ class GoldenTest : public ::testing::TestWithParam<GoldenCase> {};
 TEST_P(GoldenTest, F32LogitsAndGreedyMatchReference) {
   const auto dir = test::testdata("golden/" + GetParam().folder);
   test::expect_matches_golden(dir / "hf", dir, GetParam().threads);
+}
+
+// The converted rinfer directory (f32) must give the same answers as the HF one.
+TEST_P(GoldenTest, ConvertedF32DirectoryMatchesReference) {
+  const auto dir = test::testdata("golden/" + GetParam().folder);
+  test::TempDir tmp;
+  ConvertOptions co;
+  co.dtype = DType::F32;
+  convert_to_dir((dir / "hf").string(), tmp / "m", co);
+  test::expect_matches_golden(tmp / "m", dir, GetParam().threads);
 }
 
 INSTANTIATE_TEST_SUITE_P(

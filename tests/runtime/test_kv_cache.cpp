@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <vector>
 
 #include "core/error.h"
 
@@ -62,8 +63,44 @@ TEST(KVCache, RejectsBadOptions) {
   o.block_size = 0;
   EXPECT_THROW(KVCache({1, 1, 8}, o), Error);
   o.block_size = 16;
-  o.dtype = DType::I8;
+  o.dtype = DType::U8;
   EXPECT_THROW(KVCache({1, 1, 8}, o), Error);
+  // INT8 is supported, except for latent (MLA) caches without V.
+  o.dtype = DType::I8;
+  EXPECT_NO_THROW(KVCache({1, 1, 8}, o));
+  EXPECT_THROW(KVCache({1, 1, 8, 0}, o), Error);
+}
+
+TEST(KVCache, Int8HasPerSlotPerHeadScales) {
+  KVCacheOptions o;
+  o.block_size = 4;
+  o.n_blocks = 3;
+  o.dtype = DType::I8;
+  const int64_t layers = 2, heads = 3, hd = 8;
+  KVCache kv({layers, heads, hd}, o);
+  // int8 values + one f32 scale per head, for K and V.
+  EXPECT_EQ(kv.bytes_per_token(), size_t(layers * heads * 2 * (hd + 4)));
+  const size_t slots = 3 * 4;
+  EXPECT_EQ(kv.bytes(), size_t(layers) * slots * heads * 2 * (hd + 4));
+  auto l0 = kv.layer(0), l1 = kv.layer(1);
+  ASSERT_NE(l0.k_scale, nullptr);
+  ASSERT_NE(l0.v_scale, nullptr);
+  EXPECT_EQ(l0.v_scale - l0.k_scale, ptrdiff_t(slots * heads));
+  EXPECT_EQ(l1.k_scale - l0.k_scale, ptrdiff_t(2 * slots * heads));
+  // A stored token round-trips within the quantization error.
+  std::vector<float> k(heads * hd), v(heads * hd), out(hd), scratch(16);
+  for (size_t i = 0; i < k.size(); ++i) k[i] = float(i % 7) - 3.0f, v[i] = 0.25f * float(i % 5);
+  kernels::cpu::store_kv(l1, 5, k.data(), v.data());
+  EXPECT_FLOAT_EQ(l1.k_scale[5 * heads + 0], 3.0f / 127);
+  EXPECT_EQ(l0.k_scale[5 * heads + 0], 0.0f) << "layer 0 untouched";
+  // Attending to the one slot (block 1, offset 1) returns V of that head.
+  std::vector<int32_t> table = {0, 1};
+  std::vector<float> q(hd, 0.1f);
+  kernels::cpu::PagedKV l1c = l1;
+  // Fill slots 0..4 so a context of 6 is defined: store the same token.
+  for (int s = 0; s < 5; ++s) kernels::cpu::store_kv(l1c, s, k.data(), v.data());
+  kernels::cpu::attention_head(q.data(), l1c, 1, table.data(), 6, 0.3f, 0.0f, out.data(), scratch.data());
+  for (int64_t d = 0; d < hd; ++d) EXPECT_NEAR(out[d], v[hd + d], 0.5f / 127 + 1e-5);
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 
 #include "server_test_util.h"
 
+#include "core/process_stats.h"
+
 namespace rinfer::test {
 namespace {
 
@@ -119,28 +121,38 @@ TEST(ServerBatching, RepeatedPrefixIsServedFromTheCache) {
 
 TEST(ServerBatching, SixtyFourClientsTwentyRequestsEach) {
   TestServer s;
-  std::atomic<int> failed{0}, done{0};
-  std::vector<std::thread> ts;
-  for (int c = 0; c < 64; ++c)
-    ts.emplace_back([&, c] {
-      httplib::Client cli("127.0.0.1", s.port());
-      cli.set_keep_alive(true);
-      cli.set_read_timeout(60, 0);
-      for (int i = 0; i < 20; ++i) {
-        json body = {{"model", "m"}, {"prompt", prompts(64)[size_t(c)]}, {"max_tokens", 8 + (c + i) % 8},
-                     {"temperature", 0.7}, {"seed", c * 100 + i}, {"stream", (c + i) % 2 == 0}};
-        auto r = cli.Post("/v1/completions", body.dump(), "application/json");
-        if (!r || r->status != 200 || r->body.find("\"error\"") != std::string::npos)
-          ++failed;
-        else
-          ++done;
-      }
-    });
-  for (auto& t : ts) t.join();
-  EXPECT_EQ(failed.load(), 0);
-  EXPECT_EQ(done.load(), 64 * 20);
-  EXPECT_EQ(s.blocks_used_when_idle(), 0);
-  EXPECT_EQ(s.metric("rinfer_requests_running"), 0);
+  // Two identical rounds: the first warms everything up (server threads,
+  // activation buffers, allocator arenas); the second must not grow RSS, so a
+  // per-request leak of even ~12 KB would show (1280 requests per round).
+  uint64_t rss_after_first = 0;
+  for (int round = 0; round < 2; ++round) {
+    std::atomic<int> failed{0}, done{0};
+    std::vector<std::thread> ts;
+    for (int c = 0; c < 64; ++c)
+      ts.emplace_back([&, c] {
+        httplib::Client cli("127.0.0.1", s.port());
+        cli.set_keep_alive(true);
+        cli.set_read_timeout(60, 0);
+        for (int i = 0; i < 20; ++i) {
+          json body = {{"model", "m"}, {"prompt", prompts(64)[size_t(c)]}, {"max_tokens", 8 + (c + i) % 8},
+                       {"temperature", 0.7}, {"seed", c * 100 + i}, {"stream", (c + i) % 2 == 0}};
+          auto r = cli.Post("/v1/completions", body.dump(), "application/json");
+          if (!r || r->status != 200 || r->body.find("\"error\"") != std::string::npos)
+            ++failed;
+          else
+            ++done;
+        }
+      });
+    for (auto& t : ts) t.join();
+    EXPECT_EQ(failed.load(), 0);
+    EXPECT_EQ(done.load(), 64 * 20);
+    EXPECT_EQ(s.blocks_used_when_idle(), 0);
+    EXPECT_EQ(s.metric("rinfer_requests_running"), 0);
+    if (round == 0) rss_after_first = current_rss_bytes();
+  }
+  const uint64_t rss_after_second = current_rss_bytes();
+  EXPECT_LE(rss_after_second, rss_after_first + (uint64_t(16) << 20))
+      << "RSS grew from " << rss_after_first << " to " << rss_after_second << " bytes over 1280 more requests";
 }
 
 }  // namespace
