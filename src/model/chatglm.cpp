@@ -57,14 +57,7 @@ class ChatGlmArchitecture : public Architecture {
   }
 
   std::vector<TensorSpec> hf_tensor_specs(const ModelConfig& c, int64_t group) const override {
-    std::vector<TensorSpec> out;
-    for (const auto& spec : llama_tensor_specs(c, group)) {
-      HfSource src = source(c, spec.name);
-      bool seen = false;
-      for (const auto& o : out) seen |= o.name == src.name;
-      if (!seen) out.push_back({src.name, src.full_shape, spec.role});
-    }
-    return out;
+    return hf_specs_from_sources(llama_tensor_specs(c, group), [&](const std::string& n) { return source(c, n); });
   }
   void read_hf_rows(const ModelConfig& c, const TensorSpec& spec, const io::SafetensorsCheckpoint& hf, int64_t row0,
                     int64_t row1, float* dst) const override {

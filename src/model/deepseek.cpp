@@ -44,18 +44,18 @@ class DeepseekArchitecture : public Architecture {
   std::vector<TensorSpec> tensor_specs(const ModelConfig& c, int64_t group) const override {
     if (group == kGlobalGroup) return llama_global_specs(c);
     if (!is_moe_layer(c, group)) return llama_tensor_specs(c, group);
-    MoeRouting r;
-    MoeShape s{c.hidden_size};
-    moe_from_json(c.family.at("moe"), r, s);
+    const MoeConfig moe = moe_config(c);
+    const MoeRouting& r = moe.routing;
+    const MoeShape& s = moe.shape;
     auto specs = llama_attention_specs(c, group);
     auto m = moe_specs(layer_prefix(group) + "mlp.", r, s, names(s.shared_inter > 0));
     specs.insert(specs.end(), m.begin(), m.end());
     return specs;
   }
   std::unique_ptr<Model> create(const ModelConfig& c, const WeightStore& w, ThreadPool& pool) const override {
-    MoeRouting r;
-    MoeShape s{c.hidden_size};
-    moe_from_json(c.family.at("moe"), r, s);
+    const MoeConfig moe = moe_config(c);
+    const MoeRouting& r = moe.routing;
+    const MoeShape& s = moe.shape;
     return make_llama_decoder(c, w, pool, [&](int64_t l) -> std::unique_ptr<FeedForwardBlock> {
       if (is_moe_layer(c, l)) return make_moe(w, layer_prefix(l) + "mlp.", r, s, names(s.shared_inter > 0));
       return std::make_unique<GatedMLP>(GatedMLP::load(w, layer_prefix(l) + "mlp.", c.hidden_size, c.intermediate_size));

@@ -127,9 +127,9 @@ class DeepseekV2Architecture : public Architecture {
     s.push_back({p + "post_attention_layernorm.weight", {H}, TensorRole::Vector});
     std::vector<TensorSpec> ffn;
     if (is_moe_layer(c, group)) {
-      MoeRouting r;
-      MoeShape ms{H};
-      moe_from_json(c.family.at("moe"), r, ms);
+      const MoeConfig moe = moe_config(c);
+      const MoeRouting& r = moe.routing;
+      const MoeShape& ms = moe.shape;
       ffn = moe_specs(p + "mlp.", r, ms, names(ms.shared_inter > 0));
     } else {
       ffn = gated_mlp_specs(p + "mlp.", H, c.intermediate_size);
@@ -154,9 +154,9 @@ class DeepseekV2Architecture : public Architecture {
       const double ms = yarn_get_mscale(c.rope_scaling.factor, c.rope_scaling.mscale_all_dim);
       scale = float(scale * ms * ms);
     }
-    MoeRouting r;
-    MoeShape ms{c.hidden_size};
-    moe_from_json(c.family.at("moe"), r, ms);
+    const MoeConfig moe = moe_config(c);
+    const MoeRouting& r = moe.routing;
+    const MoeShape& ms = moe.shape;
     return make_llama_decoder(
         c, w, pool,
         [&](int64_t l) -> std::unique_ptr<FeedForwardBlock> {

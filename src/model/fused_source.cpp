@@ -7,6 +7,18 @@
 
 namespace rinfer {
 
+std::vector<TensorSpec> hf_specs_from_sources(const std::vector<TensorSpec>& specs,
+                                              const std::function<HfSource(const std::string&)>& source) {
+  std::vector<TensorSpec> out;
+  for (const auto& spec : specs) {
+    HfSource src = source(spec.name);
+    bool seen = false;
+    for (const auto& o : out) seen |= o.name == src.name;
+    if (!seen) out.push_back({src.name, src.full_shape, spec.role});
+  }
+  return out;
+}
+
 void read_rows_from(const ModelConfig& cfg, const io::SafetensorsCheckpoint& hf, const TensorSpec& spec,
                     const HfSource& src, int64_t row0, int64_t row1, float* dst) {
   TensorView t = hf.get(src.name);

@@ -31,18 +31,18 @@ class MixtralArchitecture : public Architecture {
   }
   std::vector<TensorSpec> tensor_specs(const ModelConfig& c, int64_t group) const override {
     if (group == kGlobalGroup) return llama_global_specs(c);
-    MoeRouting r;
-    MoeShape s{c.hidden_size};
-    moe_from_json(c.family.at("moe"), r, s);
+    const MoeConfig moe = moe_config(c);
+    const MoeRouting& r = moe.routing;
+    const MoeShape& s = moe.shape;
     auto specs = llama_attention_specs(c, group);
     auto m = moe_specs(layer_prefix(group) + "block_sparse_moe.", r, s, kNames);
     specs.insert(specs.end(), m.begin(), m.end());
     return specs;
   }
   std::unique_ptr<Model> create(const ModelConfig& c, const WeightStore& w, ThreadPool& pool) const override {
-    MoeRouting r;
-    MoeShape s{c.hidden_size};
-    moe_from_json(c.family.at("moe"), r, s);
+    const MoeConfig moe = moe_config(c);
+    const MoeRouting& r = moe.routing;
+    const MoeShape& s = moe.shape;
     return make_llama_decoder(c, w, pool, [&](int64_t l) {
       return make_moe(w, layer_prefix(l) + "block_sparse_moe.", r, s, kNames);
     });

@@ -1,5 +1,8 @@
 #include "model/moe_layout.h"
 
+#include <algorithm>
+
+#include "core/error.h"
 #include "model/llama_layout.h"
 
 namespace rinfer {
@@ -51,7 +54,12 @@ nlohmann::json moe_to_json(const MoeRouting& r, const MoeShape& s) {
           {"shared_intermediate", s.shared_inter}};
 }
 
-void moe_from_json(const nlohmann::json& j, MoeRouting& r, MoeShape& s) {
+MoeConfig moe_config(const ModelConfig& c) {
+  const nlohmann::json& j = c.family.at("moe");
+  MoeConfig m;
+  MoeRouting& r = m.routing;
+  MoeShape& s = m.shape;
+  s.hidden = c.hidden_size;
   r.n_experts = j.at("n_experts").get<int64_t>();
   r.top_k = j.at("top_k").get<int64_t>();
   r.sigmoid = j.at("sigmoid").get<bool>();
@@ -63,6 +71,21 @@ void moe_from_json(const nlohmann::json& j, MoeRouting& r, MoeShape& s) {
   r.group_score_top2_sum = j.at("group_score_top2_sum").get<bool>();
   s.expert_inter = j.at("expert_intermediate").get<int64_t>();
   s.shared_inter = j.at("shared_intermediate").get<int64_t>();
+  return m;
+}
+
+void parse_sparse_layers(const nlohmann::json& j, ModelConfig& c) {
+  c.family["decoder_sparse_step"] = hf::get_int(j, "decoder_sparse_step", 1);
+  RINFER_CHECK(c.family["decoder_sparse_step"].get<int64_t>() >= 1, "config.json: decoder_sparse_step must be >= 1");
+  auto only = j.find("mlp_only_layers");
+  c.family["mlp_only_layers"] =
+      only != j.end() && only->is_array() ? only->get<std::vector<int64_t>>() : std::vector<int64_t>{};
+}
+
+bool is_sparse_layer(const ModelConfig& c, int64_t layer) {
+  const auto only = c.family.at("mlp_only_layers").get<std::vector<int64_t>>();
+  if (std::find(only.begin(), only.end(), layer) != only.end()) return false;
+  return (layer + 1) % c.family.at("decoder_sparse_step").get<int64_t>() == 0;
 }
 
 }  // namespace rinfer

@@ -29,8 +29,17 @@ std::vector<TensorSpec> moe_specs(const std::string& prefix, const MoeRouting& r
 std::unique_ptr<FeedForwardBlock> make_moe(const WeightStore& w, const std::string& prefix, const MoeRouting& r,
                                            const MoeShape& s, const MoeNames& n);
 
-// MoE hyper-parameters are kept in ModelConfig::family under these keys.
+// MoE hyper-parameters are kept in ModelConfig::family["moe"].
 nlohmann::json moe_to_json(const MoeRouting& r, const MoeShape& s);
-void moe_from_json(const nlohmann::json& j, MoeRouting& r, MoeShape& s);
+struct MoeConfig {
+  MoeRouting routing;
+  MoeShape shape;
+};
+MoeConfig moe_config(const ModelConfig& c);  // from c.family["moe"], hidden = c.hidden_size
+
+// Qwen-style sparse layers: every decoder_sparse_step-th layer except those
+// in mlp_only_layers (both read from config.json into c.family).
+void parse_sparse_layers(const nlohmann::json& hf_config, ModelConfig& c);
+bool is_sparse_layer(const ModelConfig& c, int64_t layer);
 
 }  // namespace rinfer

@@ -2,8 +2,6 @@
 // biases); sparse layers route softmax top-k (renormalized only when
 // norm_topk_prob) and add a shared expert scaled by sigmoid(shared_expert_gate(x)).
 // Layers listed in mlp_only_layers, or off the decoder_sparse_step, are dense.
-#include <algorithm>
-
 #include "core/error.h"
 #include "model/llama_config.h"
 #include "model/llama_layout.h"
@@ -13,14 +11,6 @@ namespace rinfer {
 namespace {
 
 const MoeNames kNames{"gate", "gate_proj", "up_proj", "down_proj", "shared_expert", "shared_expert_gate", ""};
-
-bool is_sparse(const ModelConfig& c, int64_t layer) {
-  const auto& f = c.family;
-  const auto only = f.at("mlp_only_layers").get<std::vector<int64_t>>();
-  if (std::find(only.begin(), only.end(), layer) != only.end()) return false;
-  const int64_t step = f.at("decoder_sparse_step").get<int64_t>();
-  return (layer + 1) % step == 0;
-}
 
 class Qwen2MoeArchitecture : public Architecture {
  public:
@@ -36,31 +26,27 @@ class Qwen2MoeArchitecture : public Architecture {
     r.norm_topk_prob = hf::get_bool(j, "norm_topk_prob", false);
     MoeShape s{c.hidden_size, hf::get_int(j, "moe_intermediate_size"), hf::get_int(j, "shared_expert_intermediate_size")};
     c.family["moe"] = moe_to_json(r, s);
-    c.family["decoder_sparse_step"] = hf::get_int(j, "decoder_sparse_step", 1);
-    RINFER_CHECK(c.family["decoder_sparse_step"].get<int64_t>() >= 1, "config.json: decoder_sparse_step must be >= 1");
-    auto only = j.find("mlp_only_layers");
-    c.family["mlp_only_layers"] =
-        only != j.end() && only->is_array() ? only->get<std::vector<int64_t>>() : std::vector<int64_t>{};
+    parse_sparse_layers(j, c);
     c.validate();
     return c;
   }
   std::vector<TensorSpec> tensor_specs(const ModelConfig& c, int64_t group) const override {
     if (group == kGlobalGroup) return llama_global_specs(c);
-    if (!is_sparse(c, group)) return llama_tensor_specs(c, group);
-    MoeRouting r;
-    MoeShape s{c.hidden_size};
-    moe_from_json(c.family.at("moe"), r, s);
+    if (!is_sparse_layer(c, group)) return llama_tensor_specs(c, group);
+    const MoeConfig moe = moe_config(c);
+    const MoeRouting& r = moe.routing;
+    const MoeShape& s = moe.shape;
     auto specs = llama_attention_specs(c, group);
     auto m = moe_specs(layer_prefix(group) + "mlp.", r, s, kNames);
     specs.insert(specs.end(), m.begin(), m.end());
     return specs;
   }
   std::unique_ptr<Model> create(const ModelConfig& c, const WeightStore& w, ThreadPool& pool) const override {
-    MoeRouting r;
-    MoeShape s{c.hidden_size};
-    moe_from_json(c.family.at("moe"), r, s);
+    const MoeConfig moe = moe_config(c);
+    const MoeRouting& r = moe.routing;
+    const MoeShape& s = moe.shape;
     return make_llama_decoder(c, w, pool, [&](int64_t l) -> std::unique_ptr<FeedForwardBlock> {
-      if (is_sparse(c, l)) return make_moe(w, layer_prefix(l) + "mlp.", r, s, kNames);
+      if (is_sparse_layer(c, l)) return make_moe(w, layer_prefix(l) + "mlp.", r, s, kNames);
       return std::make_unique<GatedMLP>(GatedMLP::load(w, layer_prefix(l) + "mlp.", c.hidden_size, c.intermediate_size));
     });
   }

@@ -6,8 +6,6 @@
 // mlp_only_layers or off decoder_sparse_step are dense.
 // The shared reference set has no Qwen3 checkpoint: this family follows the
 // HF modeling code and is tested for loading and running, not for logits.
-#include <algorithm>
-
 #include "core/error.h"
 #include "model/llama_config.h"
 #include "model/llama_layout.h"
@@ -35,11 +33,7 @@ class Qwen3Architecture : public Architecture {
       r.norm_topk_prob = hf::get_bool(j, "norm_topk_prob", true);
       MoeShape s{c.hidden_size, hf::get_int(j, "moe_intermediate_size"), 0};
       c.family["moe"] = moe_to_json(r, s);
-      c.family["decoder_sparse_step"] = hf::get_int(j, "decoder_sparse_step", 1);
-      RINFER_CHECK(c.family["decoder_sparse_step"].get<int64_t>() >= 1, "config.json: decoder_sparse_step must be >= 1");
-      auto only = j.find("mlp_only_layers");
-      c.family["mlp_only_layers"] =
-          only != j.end() && only->is_array() ? only->get<std::vector<int64_t>>() : std::vector<int64_t>{};
+      parse_sparse_layers(j, c);
     }
     c.validate();
     return c;
@@ -53,9 +47,9 @@ class Qwen3Architecture : public Architecture {
     s.push_back({p + "self_attn.k_norm.weight", {c.head_dim}, TensorRole::Vector});
     std::vector<TensorSpec> ffn;
     if (sparse(c, group)) {
-      MoeRouting r;
-      MoeShape ms{c.hidden_size};
-      moe_from_json(c.family.at("moe"), r, ms);
+      const MoeConfig moe = moe_config(c);
+      const MoeRouting& r = moe.routing;
+      const MoeShape& ms = moe.shape;
       ffn = moe_specs(p + "mlp.", r, ms, kMoeNames);
     } else {
       ffn = gated_mlp_specs(p + "mlp.", c.hidden_size, c.intermediate_size);
@@ -66,9 +60,10 @@ class Qwen3Architecture : public Architecture {
 
   std::unique_ptr<Model> create(const ModelConfig& c, const WeightStore& w, ThreadPool& pool) const override {
     auto rope = std::make_shared<const RotaryEmbedding>(c, c.head_dim, kernels::cpu::RopeStyle::RotateHalf);
-    MoeRouting r;
-    MoeShape ms{c.hidden_size};
-    if (moe_) moe_from_json(c.family.at("moe"), r, ms);
+    MoeConfig moe;
+    if (moe_) moe = moe_config(c);
+    const MoeRouting& r = moe.routing;
+    const MoeShape& ms = moe.shape;
     return make_llama_decoder(
         c, w, pool,
         [&](int64_t l) -> std::unique_ptr<FeedForwardBlock> {
@@ -86,12 +81,7 @@ class Qwen3Architecture : public Architecture {
   }
 
  private:
-  bool sparse(const ModelConfig& c, int64_t layer) const {
-    if (!moe_) return false;
-    const auto only = c.family.at("mlp_only_layers").get<std::vector<int64_t>>();
-    if (std::find(only.begin(), only.end(), layer) != only.end()) return false;
-    return (layer + 1) % c.family.at("decoder_sparse_step").get<int64_t>() == 0;
-  }
+  bool sparse(const ModelConfig& c, int64_t layer) const { return moe_ && is_sparse_layer(c, layer); }
   bool moe_;
 };
 
