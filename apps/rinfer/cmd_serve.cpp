@@ -99,7 +99,7 @@ Runner add_serve(CLI::App& app) {
 
     RuntimeOptions rt = o->rt;
     const bool sized_by_tokens = rt.kv_cache_tokens > 0;
-    if (!sized_by_tokens) rt.kv_cache_tokens = rt.block_size;  // placeholder; sized below from the model's shape
+    if (!sized_by_tokens) rt.kv_cache_tokens = rt.block_size;  // provisional: sized below from the model's shape
     auto s = open_session(o->model, rt, /*need_tokenizer=*/true);
     const auto& cfg = s->lm.config;
     int64_t model_len = cfg.max_position_embeddings;

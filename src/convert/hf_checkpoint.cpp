@@ -10,18 +10,6 @@ namespace fs = std::filesystem;
 
 namespace rinfer {
 
-nlohmann::json read_json_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  RINFER_CHECK(in, "cannot read ", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  try {
-    return nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    fail(path, " is not valid JSON: ", e.what());
-  }
-}
-
 HfCheckpoint HfCheckpoint::open(const std::string& dir) {
   RINFER_CHECK(fs::exists(dir), "model directory ", dir, " does not exist");
   RINFER_CHECK(fs::is_directory(dir), dir, " is not a directory");

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_file.h"
 #include "io/safetensors.h"
 #include "model/architecture.h"
 
@@ -26,7 +27,5 @@ struct HfCheckpoint {
   DType storage_dtype() const;
 };
 
-// Reads and parses a JSON file with one-line errors.
-nlohmann::json read_json_file(const std::string& path);
 
 }  // namespace rinfer

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_file.h"
 
 namespace rinfer::io {
 
@@ -268,18 +269,6 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-json read_json_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) fail("cannot open ", p.string(), ": ", std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  try {
-    return json::parse(ss.str());
-  } catch (const json::exception& ex) {
-    fail(p.string(), " is not valid JSON: ", one_line(ex.what()));
-  }
-}
-
 }  // namespace
 
 SafetensorsCheckpoint::SafetensorsCheckpoint(const std::string& dir) : dir_(dir) {
@@ -295,7 +284,7 @@ SafetensorsCheckpoint::SafetensorsCheckpoint(const std::string& dir) : dir_(dir)
   const fs::path index_path = root / "model.safetensors.index.json";
   if (is_regular(index_path)) {
     const std::string ip = index_path.string();
-    json index = read_json_file(index_path);
+    json index = read_json_file(index_path.string());
     if (!index.is_object()) fail(ip, ": not a JSON object");
     auto wm = index.find("weight_map");
     if (wm == index.end() || !wm->is_object()) fail(ip, ": missing \"weight_map\" object");

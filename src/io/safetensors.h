@@ -73,7 +73,7 @@ class SafetensorsCheckpoint {
 
 // Collects tensors (by pointer: the bytes must stay alive until write()) and
 // writes one safetensors file. Tensors are written in insertion order, data
-// aligned to 8 bytes. write() goes to PATH.tmp-XXXX, fsyncs and renames, so a
+// aligned to 8 bytes. write() goes to PATH.tmp-<pid>-<n>, fsyncs and renames, so a
 // crash never leaves a half-written PATH.
 class SafetensorsWriter {
  public:

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_file.h"
 
 namespace rinfer {
 
@@ -21,16 +22,7 @@ namespace {
 std::optional<json> read_json(const fs::path& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return std::nullopt;
-  std::ifstream in(path, std::ios::binary);
-  RINFER_CHECK(in, "tokenizer: cannot read ", path.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  json j;
-  try {
-    j = json::parse(ss.str());
-  } catch (const json::exception& e) {
-    fail("tokenizer: ", path.string(), " is not valid JSON: ", e.what());
-  }
+  json j = read_json_file(path.string());
   RINFER_CHECK(j.is_object(), "tokenizer: ", path.string(), " must hold a JSON object");
   return j;
 }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_file.h"
 #include "tokenizer/json_util.h"
 #include "tokenizer/pipeline_tokenizer.h"
 
@@ -18,16 +19,7 @@ using nlohmann::json;
 namespace {
 
 json read_tokenizer_json(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  RINFER_CHECK(in, "tokenizer: cannot read ", file.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  json j;
-  try {
-    j = json::parse(ss.str());
-  } catch (const json::exception& e) {
-    fail("tokenizer: ", file.string(), " is not valid JSON: ", e.what());
-  }
+  json j = read_json_file(file.string());
   RINFER_CHECK(j.is_object(), "tokenizer: ", file.string(), " must hold a JSON object");
   return j;
 }
