@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "validate_reference.h"
 #include "common.h"
 #include "convert/hf_checkpoint.h"
 #include "core/atomic_file.h"
@@ -81,10 +82,20 @@ Runner add_validate(CLI::App& app) {
     std::string model, golden, json_out;
     double atol = -1;
     RuntimeOptions rt;
+    ReferenceValidation ref;  // --reference mode
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("validate", "Check logits and greedy output against reference data");
-  cmd->add_option("--golden", o->golden, "Golden folder: manifest.json + reference/ (+ hf/)")->required();
+  cmd->add_option("--golden", o->golden, "Golden folder: manifest.json + reference/ (+ hf/)");
+  cmd->add_option("--reference", o->ref.reference,
+                  "Compare --model with this reference model (e.g. its f32 conversion) on a continuation the "
+                  "reference generates: top-1 agreement, mean KL, perplexity");
+  cmd->add_option("--prompts", o->ref.prompts, "With --reference: JSONL of {\"ids\": [...]} or {\"text\": ...}");
+  cmd->add_option("--gen-len", o->ref.gen_len, "With --reference: continuation length")->check(integer_in(1));
+  cmd->add_option("--min-top1", o->ref.min_top1, "With --reference: fail below this top-1 agreement")
+      ->check(number_in(0, 1));
+  cmd->add_option("--max-kl", o->ref.max_kl, "With --reference: fail above this mean KL divergence")
+      ->check(number_in(0, INFINITY));
   cmd->add_option("--model,-m", o->model, "Model to check (default: the golden folder's hf/)");
   cmd->add_option("--atol", o->atol,
                   "Max |logit - reference| allowed (default: manifest's f32 bound for f32 runs; else the largest of the "
@@ -93,6 +104,15 @@ Runner add_validate(CLI::App& app) {
   cmd->add_option("--json", o->json_out, "Write per-case results to this JSON file");
   add_runtime_options(cmd, o->rt);
   return [o]() -> int {
+    if (!o->ref.reference.empty()) {
+      RINFER_CHECK(!o->model.empty(), "--reference needs --model");
+      o->ref.model = o->model;
+      o->ref.golden = o->golden;
+      o->ref.json_out = o->json_out;
+      o->ref.rt = o->rt;
+      return run_reference_validation(o->ref);
+    }
+    RINFER_CHECK(!o->golden.empty(), "validate needs --golden DIR (or --reference MODEL)");
     const fs::path golden(o->golden);
     RINFER_CHECK(fs::exists(golden / "manifest.json"), "no manifest.json in golden folder ", o->golden);
     const auto manifest = read_json_file((golden / "manifest.json").string());
