@@ -105,14 +105,14 @@ Runner add_validate(CLI::App& app) {
   add_runtime_options(cmd, o->rt);
   return [o]() -> int {
     if (!o->ref.reference.empty()) {
-      RINFER_CHECK(!o->model.empty(), "--reference needs --model");
+      if (o->model.empty()) throw CLI::RequiredError("--reference needs --model");
       o->ref.model = o->model;
       o->ref.golden = o->golden;
       o->ref.json_out = o->json_out;
       o->ref.rt = o->rt;
       return run_reference_validation(o->ref);
     }
-    RINFER_CHECK(!o->golden.empty(), "validate needs --golden DIR (or --reference MODEL)");
+    if (o->golden.empty()) throw CLI::RequiredError("--golden DIR (or --reference MODEL)");
     const fs::path golden(o->golden);
     RINFER_CHECK(fs::exists(golden / "manifest.json"), "no manifest.json in golden folder ", o->golden);
     const auto manifest = read_json_file((golden / "manifest.json").string());

@@ -58,6 +58,8 @@ int main(int argc, char** argv) {
   }
   try {
     for (auto* sub : app.get_subcommands()) return runners.at(sub)();
+  } catch (const CLI::ParseError& e) {  // option combinations a runner checks itself
+    return usage_error(e.what());
   } catch (const rinfer::Error& e) {
     print_error(e.what());
     return 1;

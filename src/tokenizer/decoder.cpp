@@ -16,7 +16,7 @@ using nlohmann::json;
 constexpr std::string_view kReplacementChar = "\xEF\xBF\xBD";
 constexpr std::string_view kMetaspace = "\xE2\x96\x81";
 
-class ByteLevelDec final : public Decoder {
+class ByteLevelDec final : public PieceDecoder {
  public:
   void decode_chain(std::vector<std::string>& tokens) const override {
     std::string bytes;
@@ -40,7 +40,7 @@ class ByteLevelDec final : public Decoder {
   }
 };
 
-class MetaspaceDec final : public Decoder {
+class MetaspaceDec final : public PieceDecoder {
  public:
   MetaspaceDec(std::string rep, bool prepend) : rep_(std::move(rep)), prepend_(prepend) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
@@ -81,7 +81,7 @@ int byte_token(const std::string& t) {
   return v;
 }
 
-class ByteFallbackDec final : public Decoder {
+class ByteFallbackDec final : public PieceDecoder {
  public:
   void decode_chain(std::vector<std::string>& tokens) const override {
     std::vector<std::string> out;
@@ -108,7 +108,7 @@ class ByteFallbackDec final : public Decoder {
   }
 };
 
-class FuseDec final : public Decoder {
+class FuseDec final : public PieceDecoder {
  public:
   void decode_chain(std::vector<std::string>& tokens) const override {
     std::string all;
@@ -118,7 +118,7 @@ class FuseDec final : public Decoder {
 };
 
 // Removes up to `start` leading and `stop` trailing copies of one character.
-class StripDec final : public Decoder {
+class StripDec final : public PieceDecoder {
  public:
   StripDec(std::string c, int64_t start, int64_t stop) : c_(std::move(c)), start_(start), stop_(stop) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
@@ -133,7 +133,7 @@ class StripDec final : public Decoder {
   int64_t start_, stop_;
 };
 
-class ReplaceDec final : public Decoder {
+class ReplaceDec final : public PieceDecoder {
  public:
   ReplaceDec(std::unique_ptr<Regex> re, std::string content) : re_(std::move(re)), content_(std::move(content)) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
@@ -147,7 +147,7 @@ class ReplaceDec final : public Decoder {
 
 // Joins word pieces: "##ing" continues the previous token, anything else
 // starts a new word after a space.
-class WordPieceDec final : public Decoder {
+class WordPieceDec final : public PieceDecoder {
  public:
   explicit WordPieceDec(std::string prefix) : prefix_(std::move(prefix)) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
@@ -164,15 +164,15 @@ class WordPieceDec final : public Decoder {
   std::string prefix_;
 };
 
-class SequenceDec final : public Decoder {
+class SequenceDec final : public PieceDecoder {
  public:
-  explicit SequenceDec(std::vector<std::unique_ptr<Decoder>> v) : items_(std::move(v)) {}
+  explicit SequenceDec(std::vector<std::unique_ptr<PieceDecoder>> v) : items_(std::move(v)) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (const auto& d : items_) d->decode_chain(tokens);
   }
 
  private:
-  std::vector<std::unique_ptr<Decoder>> items_;
+  std::vector<std::unique_ptr<PieceDecoder>> items_;
 };
 
 }  // namespace
@@ -218,10 +218,10 @@ std::string utf8_lossy(std::string_view s) {
   return out;
 }
 
-std::unique_ptr<Decoder> make_byte_level_decoder() { return std::make_unique<ByteLevelDec>(); }
+std::unique_ptr<PieceDecoder> make_byte_level_decoder() { return std::make_unique<ByteLevelDec>(); }
 
-std::unique_ptr<Decoder> make_sentencepiece_decoder(bool strip_prefix) {
-  std::vector<std::unique_ptr<Decoder>> v;
+std::unique_ptr<PieceDecoder> make_sentencepiece_decoder(bool strip_prefix) {
+  std::vector<std::unique_ptr<PieceDecoder>> v;
   v.push_back(std::make_unique<ReplaceDec>(std::make_unique<Regex>(kMetaspace, true), " "));
   v.push_back(std::make_unique<ByteFallbackDec>());
   v.push_back(std::make_unique<FuseDec>());
@@ -229,7 +229,7 @@ std::unique_ptr<Decoder> make_sentencepiece_decoder(bool strip_prefix) {
   return std::make_unique<SequenceDec>(std::move(v));
 }
 
-std::unique_ptr<Decoder> make_decoder(const json& j) {
+std::unique_ptr<PieceDecoder> make_decoder(const json& j) {
   if (j.is_null()) return nullptr;
   const std::string type = json_type(j, "decoder");
   if (type == "ByteLevel") return make_byte_level_decoder();
@@ -249,7 +249,7 @@ std::unique_ptr<Decoder> make_decoder(const json& j) {
   if (type == "Replace") return std::make_unique<ReplaceDec>(json_pattern(j, "pattern"), json_string(j, "content"));
   if (type == "WordPiece") return std::make_unique<WordPieceDec>(j.contains("prefix") ? json_string(j, "prefix") : "##");
   if (type == "Sequence") {
-    std::vector<std::unique_ptr<Decoder>> v;
+    std::vector<std::unique_ptr<PieceDecoder>> v;
     for (const auto& e : json_array(j, "decoders"))
       if (auto d = make_decoder(e)) v.push_back(std::move(d));
     return std::make_unique<SequenceDec>(std::move(v));

@@ -12,17 +12,17 @@
 
 namespace rinfer {
 
-class Decoder {
+class PieceDecoder {
  public:
-  virtual ~Decoder() = default;
+  virtual ~PieceDecoder() = default;
   virtual void decode_chain(std::vector<std::string>& tokens) const = 0;
 };
 
 // null → nullptr (tokens are then joined with spaces, as the library does).
-std::unique_ptr<Decoder> make_decoder(const nlohmann::json& j);
-std::unique_ptr<Decoder> make_byte_level_decoder();
+std::unique_ptr<PieceDecoder> make_decoder(const nlohmann::json& j);
+std::unique_ptr<PieceDecoder> make_byte_level_decoder();
 // Replace "▁" → " ", ByteFallback, Fuse, Strip one leading space: LLaMA-2's.
-std::unique_ptr<Decoder> make_sentencepiece_decoder(bool strip_prefix);
+std::unique_ptr<PieceDecoder> make_sentencepiece_decoder(bool strip_prefix);
 
 // Bytes → text, each maximal invalid subsequence replaced by U+FFFD as
 // Rust's String::from_utf8_lossy does.

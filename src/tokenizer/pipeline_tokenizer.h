@@ -24,7 +24,7 @@ struct TokenizerPipeline {
   std::unique_ptr<PreTokenizer> pre_tokenizer;
   std::unique_ptr<BpeModel> model;
   PostProcessor post;  // what add_special adds
-  std::unique_ptr<Decoder> decoder;
+  std::unique_ptr<PieceDecoder> decoder;
   int32_t bos = -1, eos = -1;
   std::vector<int32_t> eos_ids;  // eos first, then the config's extra ids
   bool clean_up_tokenization_spaces = false;

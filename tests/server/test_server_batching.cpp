@@ -151,7 +151,13 @@ TEST(ServerBatching, SixtyFourClientsTwentyRequestsEach) {
     if (round == 0) rss_after_first = current_rss_bytes();
   }
   const uint64_t rss_after_second = current_rss_bytes();
-  EXPECT_LE(rss_after_second, rss_after_first + (uint64_t(16) << 20))
+  uint64_t allowed = uint64_t(16) << 20;
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer keeps freed memory in its quarantine (256 MiB by
+  // default) instead of reusing it, which shows as RSS growth.
+  allowed += uint64_t(256 + 64) << 20;
+#endif
+  EXPECT_LE(rss_after_second, rss_after_first + allowed)
       << "RSS grew from " << rss_after_first << " to " << rss_after_second << " bytes over 1280 more requests";
 }
 
