@@ -113,10 +113,18 @@ void RotaryEmbedding::apply(float* x, int64_t n_heads, int64_t head_dim, int64_t
   if (scaling_.type == "dynamic" && seq_len > max_pos_) {
     // Dynamic NTK: grow the base once the sequence passes the trained length
     // (HF recomputes inv_freq from the current length the same way).
-    double base = theta_ * std::pow(scaling_.factor * double(seq_len) / double(max_pos_) - (scaling_.factor - 1.0),
-                                    double(rot_dim_) / double(rot_dim_ - 2));
-    RopeScaling none;
-    auto inv = rope_inv_freq(base, rot_dim_, none);
+    // The frequencies depend only on seq_len: computed once per length and
+    // thread, not for every token, head and layer.
+    thread_local const RotaryEmbedding* cached_for = nullptr;
+    thread_local int64_t cached_len = -1;
+    thread_local std::vector<float> inv;
+    if (cached_for != this || cached_len != seq_len) {
+      double base = theta_ * std::pow(scaling_.factor * double(seq_len) / double(max_pos_) - (scaling_.factor - 1.0),
+                                      double(rot_dim_) / double(rot_dim_ - 2));
+      inv = rope_inv_freq(base, rot_dim_, RopeScaling{});
+      cached_for = this;
+      cached_len = seq_len;
+    }
     kernels::cpu::rope(x, int(n_heads), int(head_dim), int(rot_dim_), pos, inv.data(), style_, 1.0f);
     return;
   }

@@ -74,6 +74,15 @@ MoeConfig moe_config(const ModelConfig& c) {
   return m;
 }
 
+std::vector<TensorSpec> llama_moe_layer_specs(const ModelConfig& c, int64_t layer, const std::string& ffn,
+                                              const MoeNames& names) {
+  const MoeConfig moe = moe_config(c);
+  auto specs = llama_attention_specs(c, layer);
+  auto m = moe_specs(layer_prefix(layer) + ffn + ".", moe.routing, moe.shape, names);
+  specs.insert(specs.end(), m.begin(), m.end());
+  return specs;
+}
+
 void parse_sparse_layers(const nlohmann::json& j, ModelConfig& c) {
   c.family["decoder_sparse_step"] = hf::get_int(j, "decoder_sparse_step", 1);
   RINFER_CHECK(c.family["decoder_sparse_step"].get<int64_t>() >= 1, "config.json: decoder_sparse_step must be >= 1");

@@ -37,6 +37,11 @@ struct MoeConfig {
 };
 MoeConfig moe_config(const ModelConfig& c);  // from c.family["moe"], hidden = c.hidden_size
 
+// A LLaMA-attention layer whose feed-forward is the MoE of c.family["moe"]
+// under "<layer prefix><ffn>.": the whole spec list of a sparse layer.
+std::vector<TensorSpec> llama_moe_layer_specs(const ModelConfig& c, int64_t layer, const std::string& ffn,
+                                              const MoeNames& names);
+
 // Qwen-style sparse layers: every decoder_sparse_step-th layer except those
 // in mlp_only_layers (both read from config.json into c.family).
 void parse_sparse_layers(const nlohmann::json& hf_config, ModelConfig& c);

@@ -33,13 +33,7 @@ class Qwen2MoeArchitecture : public Architecture {
   std::vector<TensorSpec> tensor_specs(const ModelConfig& c, int64_t group) const override {
     if (group == kGlobalGroup) return llama_global_specs(c);
     if (!is_sparse_layer(c, group)) return llama_tensor_specs(c, group);
-    const MoeConfig moe = moe_config(c);
-    const MoeRouting& r = moe.routing;
-    const MoeShape& s = moe.shape;
-    auto specs = llama_attention_specs(c, group);
-    auto m = moe_specs(layer_prefix(group) + "mlp.", r, s, kNames);
-    specs.insert(specs.end(), m.begin(), m.end());
-    return specs;
+    return llama_moe_layer_specs(c, group, "mlp", kNames);
   }
   std::unique_ptr<Model> create(const ModelConfig& c, const WeightStore& w, ThreadPool& pool) const override {
     const MoeConfig moe = moe_config(c);
