@@ -1,5 +1,5 @@
 // Tokenizer throughput (MB/s of UTF-8 input, one thread) per family:
-// encode of English prose, of mixed-script text, and decode.
+// encode of English prose, of mixed-script text, and decode; and load time.
 //   build/bench/bench_tokenizer            (reads ../shared/testdata/tokenizer)
 // Bytes processed are reported by Google Benchmark as bytes_per_second.
 #include <benchmark/benchmark.h>
@@ -76,12 +76,23 @@ void BM_Decode(benchmark::State& state, const std::string& family) {
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(english().size()));
 }
 
+// Tokenizer::load of the family's directory (tokenizer.json + config):
+// what every `rinfer` command pays before its first token.
+void BM_Load(benchmark::State& state, const std::string& family) {
+  const std::string dir = std::string(RINFER_TESTDATA_DIR) + "/tokenizer/hf/" + family;
+  for (auto _ : state) {
+    auto t = Tokenizer::load(dir);
+    benchmark::DoNotOptimize(t.get());
+  }
+}
+
 }  // namespace
 
 #define RINFER_TOKENIZER_BENCH(family)                                                              \
   BENCHMARK_CAPTURE(BM_Encode, family##_english, #family, english)->Unit(benchmark::kMillisecond); \
   BENCHMARK_CAPTURE(BM_Encode, family##_mixed, #family, mixed)->Unit(benchmark::kMillisecond);     \
-  BENCHMARK_CAPTURE(BM_Decode, family##_english, #family)->Unit(benchmark::kMillisecond);
+  BENCHMARK_CAPTURE(BM_Decode, family##_english, #family)->Unit(benchmark::kMillisecond);         \
+  BENCHMARK_CAPTURE(BM_Load, family, #family)->Unit(benchmark::kMillisecond);
 
 RINFER_TOKENIZER_BENCH(llama2)
 RINFER_TOKENIZER_BENCH(llama3)

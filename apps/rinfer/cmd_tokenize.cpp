@@ -64,7 +64,7 @@ Runner add_tokenize(CLI::App& app) {
   auto o = std::make_shared<TokenizeOptions>();
   auto* cmd = app.add_subcommand("tokenize", "Text to token ids, as transformers' tokenizer.encode");
   cmd->add_option("--tokenizer", o->tokenizer,
-                  "Model directory, tokenizer.json, tokenizer.model or .gguf vocabulary")
+                  "Model directory, tokenizer.json, tokenizer.model (SentencePiece or tiktoken), *.tiktoken or .gguf vocabulary")
       ->required();
   auto* t = cmd->add_option("--text", o->text, "Text to tokenize");
   auto* f = cmd->add_option("--file", o->file, "Tokenize a whole file")->excludes(t);
@@ -108,7 +108,7 @@ Runner add_detokenize(CLI::App& app) {
   auto o = std::make_shared<DetokenizeOptions>();
   auto* cmd = app.add_subcommand("detokenize", "Token ids to text, as transformers' tokenizer.decode");
   cmd->add_option("--tokenizer", o->tokenizer,
-                  "Model directory, tokenizer.json, tokenizer.model or .gguf vocabulary")
+                  "Model directory, tokenizer.json, tokenizer.model (SentencePiece or tiktoken), *.tiktoken or .gguf vocabulary")
       ->required();
   cmd->add_option("--ids", o->ids, "Comma-separated token ids")->required();
   cmd->add_flag("--skip-special", o->skip_special, "Drop special tokens (skip_special_tokens=True)");

@@ -1,6 +1,7 @@
 #include "tokenizer/bpe_model.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdio>
 #include <atomic>
 #include <queue>
@@ -33,6 +34,34 @@ constexpr size_t kRescanMax = 24;
 
 }  // namespace
 
+void MergeTable::reserve(size_t n) {
+  size_t cap = 16;
+  while (cap * 3 < n * 4) cap *= 2;
+  if (cap > slots_.size()) rehash(cap);
+}
+
+void MergeTable::rehash(size_t capacity) {
+  std::vector<Slot> old = std::move(slots_);
+  slots_.assign(capacity, Slot{});
+  mask_ = capacity - 1;
+  shift_ = 64 - std::countr_zero(capacity);
+  for (const Slot& s : old) {
+    if (s.key == kEmpty) continue;
+    size_t i = slot_of(s.key);
+    while (slots_[i].key != kEmpty) i = (i + 1) & mask_;
+    slots_[i] = s;
+  }
+}
+
+void MergeTable::try_emplace(uint64_t key, int32_t rank, int32_t merged) {
+  if ((size_ + 1) * 4 > slots_.size() * 3) rehash(std::max<size_t>(16, slots_.size() * 2));
+  size_t i = slot_of(key);
+  for (; slots_[i].key != kEmpty; i = (i + 1) & mask_)
+    if (slots_[i].key == key) return;
+  slots_[i] = {key, {rank, merged}};
+  ++size_;
+}
+
 void BpeModel::index_tokens() {
   int32_t n = 0;
   for (const auto& [tok, id] : vocab_) {
@@ -40,11 +69,17 @@ void BpeModel::index_tokens() {
     RINFER_CHECK(id >= 0 && id < (1 << 24), "tokenizer: token \"", tok, "\" has implausible id ", id);
     n = std::max(n, id + 1);
   }
-  tokens_.assign(size_t(n), std::string());
-  present_.assign(size_t(n), false);
+  tokens_.assign(size_t(n), nullptr);
+  for (const auto& [tok, id] : vocab_) tokens_[size_t(id)] = &tok;
+  size_t cap = 16;
+  while (cap * 3 < vocab_.size() * 4) cap *= 2;
+  index_.assign(cap, IndexSlot{});
+  index_mask_ = cap - 1;
   for (const auto& [tok, id] : vocab_) {
-    tokens_[size_t(id)] = tok;
-    present_[size_t(id)] = true;
+    const size_t h = std::hash<std::string_view>{}(tok);
+    size_t i = h & index_mask_;
+    while (index_[i].token) i = (i + 1) & index_mask_;
+    index_[i] = {&tok, id, uint32_t(h >> 32)};
   }
   for (int b = 0; b < 256; ++b) {
     char name[8];
@@ -52,7 +87,7 @@ void BpeModel::index_tokens() {
     byte_ids_[b] = token_to_id(name);
   }
   if (opt_.unk_id >= 0)
-    RINFER_CHECK(opt_.unk_id < n && present_[size_t(opt_.unk_id)], "tokenizer: unk token id ", opt_.unk_id,
+    RINFER_CHECK(opt_.unk_id < n && tokens_[size_t(opt_.unk_id)], "tokenizer: unk token id ", opt_.unk_id,
                  " is not in the vocabulary");
 }
 
@@ -61,13 +96,18 @@ BpeModel::BpeModel(TokenMap vocab, const std::vector<std::pair<std::string, std:
   index_tokens();
   merges_.reserve(merges.size());
   const std::string& prefix = opt_.continuing_subword_prefix;
+  std::string merged;  // reused: no allocation per merge
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const auto& [a, b] = merges[rank];
     const int32_t ia = token_to_id(a), ib = token_to_id(b);
     RINFER_CHECK(ia >= 0 && ib >= 0, "tokenizer: merge \"", a, " ", b, "\" uses a token that is not in the vocabulary");
     // With a continuing-subword prefix the right part carries it; the merged
     // token has it only once, at its start.
-    const std::string merged = a + (!prefix.empty() && b.starts_with(prefix) ? b.substr(prefix.size()) : b);
+    merged.assign(a);
+    if (!prefix.empty() && b.starts_with(prefix))
+      merged.append(b, prefix.size());
+    else
+      merged.append(b);
     const int32_t im = token_to_id(merged);
     RINFER_CHECK(im >= 0, "tokenizer: merge \"", a, " ", b, "\" gives \"", merged, "\", which is not in the vocabulary");
     merges_.try_emplace(pair_key(ia, ib), int32_t(rank), im);  // a repeated merge keeps its first rank
@@ -77,7 +117,7 @@ BpeModel::BpeModel(TokenMap vocab, const std::vector<std::pair<std::string, std:
 BpeModel::BpeModel(TokenMap vocab, const std::vector<float>& scores, const std::vector<bool>& mergeable, Options opt)
     : serial_(g_next_serial++), vocab_(std::move(vocab)), opt_(std::move(opt)) {
   index_tokens();
-  auto ok = [&](size_t id) { return present_[id] && id < mergeable.size() && mergeable[id] && id < scores.size(); };
+  auto ok = [&](size_t id) { return tokens_[id] && id < mergeable.size() && mergeable[id] && id < scores.size(); };
   // Equal scores share a rank, so that ties go to the leftmost pair as in
   // SentencePiece's BPE.
   std::vector<float> distinct;
@@ -87,7 +127,7 @@ BpeModel::BpeModel(TokenMap vocab, const std::vector<float>& scores, const std::
   distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
   for (size_t id = 0; id < tokens_.size(); ++id) {
     if (!ok(id)) continue;
-    const std::string_view t = tokens_[id];
+    const std::string_view t = *tokens_[id];
     const auto rank =
         int32_t(std::lower_bound(distinct.begin(), distinct.end(), scores[id], std::greater<>()) - distinct.begin());
     for (size_t cut = 1; cut < t.size(); ++cut) {
@@ -99,13 +139,17 @@ BpeModel::BpeModel(TokenMap vocab, const std::vector<float>& scores, const std::
 }
 
 int32_t BpeModel::token_to_id(std::string_view token) const {
-  auto it = vocab_.find(token);
-  return it == vocab_.end() ? -1 : it->second;
+  const size_t h = std::hash<std::string_view>{}(token);
+  for (size_t i = h & index_mask_;; i = (i + 1) & index_mask_) {
+    const IndexSlot& s = index_[i];
+    if (!s.token) return -1;
+    if (s.hash == uint32_t(h >> 32) && *s.token == token) return s.id;
+  }
 }
 
 const std::string* BpeModel::id_to_token(int32_t id) const {
-  if (id < 0 || id >= int32_t(tokens_.size()) || !present_[size_t(id)]) return nullptr;
-  return &tokens_[size_t(id)];
+  if (id < 0 || id >= int32_t(tokens_.size())) return nullptr;
+  return tokens_[size_t(id)];
 }
 
 void BpeModel::encode(std::string_view word, std::vector<int32_t>* out) const {
@@ -178,10 +222,7 @@ void BpeModel::encode_uncached(std::string_view word, std::vector<int32_t>* out)
 void BpeModel::merge(std::vector<int32_t>& syms) const {
   const size_t n = syms.size();
   if (n < 2 || merges_.empty()) return;
-  auto find = [&](int32_t a, int32_t b) -> const std::pair<int32_t, int32_t>* {
-    auto it = merges_.find(pair_key(a, b));
-    return it == merges_.end() ? nullptr : &it->second;
-  };
+  auto find = [&](int32_t a, int32_t b) { return merges_.find(pair_key(a, b)); };
   if (n <= kRescanMax) {
     while (syms.size() > 1) {
       int32_t best_rank = INT32_MAX, best_id = -1;

@@ -145,23 +145,37 @@ class ReplaceDec final : public PieceDecoder {
   std::string content_;
 };
 
+std::string replace_all(std::string s, std::string_view from, std::string_view to) {
+  for (size_t i = s.find(from); i != std::string::npos; i = s.find(from, i + to.size())) s.replace(i, from.size(), to);
+  return s;
+}
+
 // Joins word pieces: "##ing" continues the previous token, anything else
-// starts a new word after a space.
+// starts a new word after a space. With cleanup (the default) each token
+// then gets the tokenizers library's wordpiece clean-up (" ." → ".", ...).
 class WordPieceDec final : public PieceDecoder {
  public:
-  explicit WordPieceDec(std::string prefix) : prefix_(std::move(prefix)) {}
+  WordPieceDec(std::string prefix, bool cleanup) : prefix_(std::move(prefix)), cleanup_(cleanup) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
-    for (size_t i = 1; i < tokens.size(); ++i) {
+    static constexpr std::pair<std::string_view, std::string_view> kRules[] = {
+        {" .", "."},     {" ?", "?"},   {" !", "!"},           {" ,", ","},     {" ' ", "'"},   {" n't", "n't"},
+        {" 'm", "'m"},   {" do not", " don't"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+    for (size_t i = 0; i < tokens.size(); ++i) {
       std::string& t = tokens[i];
-      if (t.starts_with(prefix_))
-        t.erase(0, prefix_.size());
-      else
-        t.insert(0, " ");
+      if (i > 0) {
+        if (t.starts_with(prefix_))
+          t.erase(0, prefix_.size());
+        else
+          t.insert(0, " ");
+      }
+      if (cleanup_)
+        for (const auto& [from, to] : kRules) t = replace_all(std::move(t), from, to);
     }
   }
 
  private:
   std::string prefix_;
+  bool cleanup_;
 };
 
 class SequenceDec final : public PieceDecoder {
@@ -220,6 +234,10 @@ std::string utf8_lossy(std::string_view s) {
 
 std::unique_ptr<PieceDecoder> make_byte_level_decoder() { return std::make_unique<ByteLevelDec>(); }
 
+std::unique_ptr<PieceDecoder> make_wordpiece_decoder(const std::string& prefix, bool cleanup) {
+  return std::make_unique<WordPieceDec>(prefix, cleanup);
+}
+
 std::unique_ptr<PieceDecoder> make_sentencepiece_decoder(bool strip_prefix) {
   std::vector<std::unique_ptr<PieceDecoder>> v;
   v.push_back(std::make_unique<ReplaceDec>(std::make_unique<Regex>(kMetaspace, true), " "));
@@ -247,7 +265,9 @@ std::unique_ptr<PieceDecoder> make_decoder(const json& j) {
   if (type == "Strip")
     return std::make_unique<StripDec>(json_string(j, "content"), json_int(j, "start", 0), json_int(j, "stop", 0));
   if (type == "Replace") return std::make_unique<ReplaceDec>(json_pattern(j, "pattern"), json_string(j, "content"));
-  if (type == "WordPiece") return std::make_unique<WordPieceDec>(j.contains("prefix") ? json_string(j, "prefix") : "##");
+  if (type == "WordPiece")
+    return make_wordpiece_decoder(j.contains("prefix") ? json_string(j, "prefix") : "##",
+                                  json_bool(j, "cleanup", true));
   if (type == "Sequence") {
     std::vector<std::unique_ptr<PieceDecoder>> v;
     for (const auto& e : json_array(j, "decoders"))

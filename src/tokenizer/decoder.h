@@ -21,6 +21,9 @@ class PieceDecoder {
 // null → nullptr (tokens are then joined with spaces, as the library does).
 std::unique_ptr<PieceDecoder> make_decoder(const nlohmann::json& j);
 std::unique_ptr<PieceDecoder> make_byte_level_decoder();
+// "##ing" joins the previous piece, other pieces start after a space; with
+// cleanup, " ." → "." and the other rules of the tokenizers library.
+std::unique_ptr<PieceDecoder> make_wordpiece_decoder(const std::string& prefix, bool cleanup);
 // Replace "▁" → " ", ByteFallback, Fuse, Strip one leading space: LLaMA-2's.
 std::unique_ptr<PieceDecoder> make_sentencepiece_decoder(bool strip_prefix);
 

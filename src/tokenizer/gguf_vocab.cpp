@@ -4,7 +4,9 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "tokenizer/bpe_model.h"
 #include "tokenizer/pipeline_tokenizer.h"
+#include "tokenizer/wordpiece_model.h"
 
 namespace rinfer {
 
@@ -219,9 +221,39 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const fs::path& file) {
     steps.push_back(make_byte_level(false, false));
     p.pre_tokenizer = make_sequence(std::move(steps));
     p.decoder = make_byte_level_decoder();
+  } else if (*model == "bert") {
+    // WordPiece. llama.cpp's converter wrote word-initial pieces with a
+    // leading "▁" and continuation pieces without their "##"; this is the
+    // Hugging Face vocabulary again (control tokens stay as they are).
+    constexpr std::string_view kSpace = "\xE2\x96\x81";
+    TokenMap wp;
+    wp.reserve(n);
+    for (size_t id = 0; id < n; ++id) {
+      const std::string& t = (*tokens)[id];
+      const int64_t ty = type_of(id);
+      std::string piece = ty == kControl || ty == kUnknown || ty == kUserDefined ? t
+                          : t.starts_with(kSpace)                                  ? t.substr(kSpace.size())
+                                                                                   : "##" + t;
+      wp.try_emplace(std::move(piece), int32_t(id));
+    }
+    const int32_t unk = id_key("tokenizer.ggml.unknown_token_id");
+    RINFER_CHECK(unk >= 0, "tokenizer: ", name, ": a bert vocabulary needs tokenizer.ggml.unknown_token_id");
+    p.model = std::make_unique<WordPieceModel>(std::move(wp), (*tokens)[size_t(unk)], "##", 100);
+    // BERT's uncased normalization (llama.cpp lower-cases and strips accents
+    // for every bert vocabulary) and pre-tokenizer.
+    p.normalizer = make_bert_normalizer(true, true, true, true);
+    p.pre_tokenizer = make_bert_pre_tokenizer();
+    p.decoder = make_wordpiece_decoder("##", true);
+    // [CLS] text [SEP] with special tokens.
+    const int32_t cls = id_key("tokenizer.ggml.cls_token_id"), sep = id_key("tokenizer.ggml.seperator_token_id");
+    if (p.bos < 0) p.bos = cls;
+    if (p.eos < 0) p.eos = sep;
+    default_bos = true;
+    if (!(add_eos && !*add_eos) && sep >= 0) p.post.suffix.push_back(sep);
+    add_eos = nullptr;
   } else {
     fail("tokenizer: ", name, ": unsupported GGUF tokenizer model \"", *model,
-         "\" (rinfer reads \"llama\" and \"gpt2\")");
+         "\" (rinfer reads \"llama\", \"gpt2\" and \"bert\")");
   }
   if ((add_bos ? *add_bos : default_bos) && p.bos >= 0) p.post.prefix.push_back(p.bos);
   if (add_eos && *add_eos && p.eos >= 0) p.post.suffix.push_back(p.eos);

@@ -4,7 +4,9 @@
 //   tokenizer.ggml.model "llama": SentencePiece BPE by scores, byte
 //     fallback, "▁" for spaces (the pipeline of LLaMA-2's tokenizer.json);
 //   tokenizer.ggml.model "gpt2": byte-level BPE from tokenizer.ggml.merges
-//     with the pre-tokenizer of tokenizer.ggml.pre.
+//     with the pre-tokenizer of tokenizer.ggml.pre;
+//   tokenizer.ggml.model "bert": WordPiece with BERT's uncased normalizer
+//     and pre-tokenizer, [CLS] ... [SEP] with special tokens.
 // Token types: CONTROL and UNKNOWN tokens are special (matched in text only
 // when special tokens are parsed); USER_DEFINED tokens are always matched.
 #include <cstdint>

@@ -78,6 +78,44 @@ class Replace final : public Normalizer {
   std::string content_;
 };
 
+// BertNormalizer, as the tokenizers library: clean_text drops NUL, U+FFFD
+// and control characters (category C*, but not \t \n \r) and turns
+// whitespace into " "; handle_chinese_chars puts spaces around CJK
+// ideographs; strip_accents (default: as lowercase) is NFD then dropping
+// nonspacing marks (Mn); lowercase last.
+class BertNorm final : public Normalizer {
+ public:
+  BertNorm(bool clean_text, bool chinese, bool strip_accents, bool lowercase)
+      : clean_(clean_text), chinese_(chinese), strip_(strip_accents), lower_(lowercase),
+        control_(R"([\x{0}\x{FFFD}]|(?![\t\n\r])\p{C})"), space_(R"(\s)"), mark_(R"(\p{Mn})") {}
+  void normalize(std::string& t) const override {
+    if (clean_) t = regex_replace(space_, regex_replace(control_, t, ""), " ");
+    if (chinese_) {
+      std::string out;
+      out.reserve(t.size());
+      for (size_t i = 0; i < t.size();) {
+        size_t len = 0;
+        const uint32_t cp = utf8::decode_at(t, i, &len);
+        const bool cjk = (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) ||
+                         (cp >= 0x20000 && cp <= 0x2A6DF) || (cp >= 0x2A700 && cp <= 0x2B73F) ||
+                         (cp >= 0x2B740 && cp <= 0x2B81F) || (cp >= 0x2B920 && cp <= 0x2CEAF) ||
+                         (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F);
+        if (cjk) out += ' ';
+        out.append(t, i, len);
+        if (cjk) out += ' ';
+        i += len;
+      }
+      t = std::move(out);
+    }
+    if (strip_) t = regex_replace(mark_, unicode::normalize(t, unicode::NormalForm::NFD), "");
+    if (lower_) t = unicode::to_lower(t);
+  }
+
+ private:
+  bool clean_, chinese_, strip_, lower_;
+  Regex control_, space_, mark_;
+};
+
 class Sequence final : public Normalizer {
  public:
   explicit Sequence(std::vector<std::unique_ptr<Normalizer>> v) : items_(std::move(v)) {}
@@ -98,6 +136,11 @@ std::unique_ptr<Normalizer> make_sentencepiece_normalizer(bool add_prefix) {
   return std::make_unique<Sequence>(std::move(v));
 }
 
+std::unique_ptr<Normalizer> make_bert_normalizer(bool clean_text, bool handle_chinese_chars, bool strip_accents,
+                                                 bool lowercase) {
+  return std::make_unique<BertNorm>(clean_text, handle_chinese_chars, strip_accents, lowercase);
+}
+
 std::unique_ptr<Normalizer> make_normalizer(const json& j) {
   if (j.is_null()) return nullptr;
   const std::string type = json_type(j, "normalizer");
@@ -110,6 +153,13 @@ std::unique_ptr<Normalizer> make_normalizer(const json& j) {
     return std::make_unique<Strip>(json_bool(j, "strip_left", true), json_bool(j, "strip_right", true));
   if (type == "Prepend") return std::make_unique<Prepend>(json_string(j, "prepend"));
   if (type == "Replace") return std::make_unique<Replace>(json_pattern(j, "pattern"), json_string(j, "content"));
+  if (type == "BertNormalizer") {
+    const bool lower = json_bool(j, "lowercase", true);
+    return make_bert_normalizer(json_bool(j, "clean_text", true), json_bool(j, "handle_chinese_chars", true),
+                                json_bool(j, "strip_accents", lower), lower);
+  }
+  if (type == "Precompiled")
+    fail("tokenizer: unsupported normalizer type \"Precompiled\" (SentencePiece's compiled normalization rules)");
   if (type == "Sequence") {
     std::vector<std::unique_ptr<Normalizer>> v;
     for (const auto& e : json_array(j, "normalizers"))

@@ -1,7 +1,7 @@
 #pragma once
 // The Tokenizer built from the stages of the Hugging Face tokenizers
-// library: added tokens → normalizer → pre-tokenizer → BPE model →
-// post-processor for encode; ids → token strings → decoder (→ transformers'
+// library: added tokens → normalizer → pre-tokenizer → model (BPE, WordPiece,
+// Unigram) → post-processor for encode; ids → token strings → decoder (→ transformers'
 // clean-up) for decode. tokenizer.json and GGUF vocabularies both load into
 // it.
 #include <memory>
@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "tokenizer/added_vocabulary.h"
-#include "tokenizer/bpe_model.h"
 #include "tokenizer/decoder.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/post_processor.h"
 #include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/token_model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace rinfer {
@@ -22,7 +22,7 @@ struct TokenizerPipeline {
   AddedVocabulary added;
   std::unique_ptr<Normalizer> normalizer;
   std::unique_ptr<PreTokenizer> pre_tokenizer;
-  std::unique_ptr<BpeModel> model;
+  std::unique_ptr<TokenModel> model;  // BPE, WordPiece or Unigram
   PostProcessor post;  // what add_special adds
   std::unique_ptr<PieceDecoder> decoder;
   int32_t bos = -1, eos = -1;

@@ -200,6 +200,16 @@ std::unique_ptr<PreTokenizer> make_sequence(std::vector<std::unique_ptr<PreToken
   return std::make_unique<Sequence>(std::move(items));
 }
 
+std::unique_ptr<PreTokenizer> make_bert_pre_tokenizer() {
+  // Whitespace removed, then every punctuation character (Unicode P* or
+  // ASCII punctuation, which includes symbols such as $ + < = > ^ ` | ~) on
+  // its own.
+  std::vector<std::unique_ptr<PreTokenizer>> v;
+  v.push_back(regex_split(R"(\s+)", Behavior::Removed));
+  v.push_back(regex_split(R"([\p{P}!-/:-@\[-`{-~])", Behavior::Isolated));
+  return make_sequence(std::move(v));
+}
+
 std::unique_ptr<PreTokenizer> make_pre_tokenizer(const json& j) {
   if (j.is_null()) return nullptr;
   const std::string type = json_type(j, "pre_tokenizer");
@@ -236,6 +246,7 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const json& j) {
     const std::string b = j.contains("behavior") ? json_string(j, "behavior") : "Isolated";
     return regex_split(R"(\p{P}|[$+<=>^`|~])", parse_behavior(b));
   }
+  if (type == "BertPreTokenizer") return make_bert_pre_tokenizer();
   if (type == "Sequence") {
     std::vector<std::unique_ptr<PreTokenizer>> v;
     for (const auto& e : json_array(j, "pretokenizers"))

@@ -1,9 +1,10 @@
 #pragma once
 // tokenizer.json pre-tokenizers: Split (string or regex, every delimiter
 // behaviour, invert), ByteLevel, Metaspace, Digits, Whitespace,
-// WhitespaceSplit, Punctuation, Sequence. A pre-tokenizer cuts each piece of
-// normalized text into smaller pieces (and may rewrite them, as ByteLevel
-// and Metaspace do); BPE then runs on each piece on its own.
+// WhitespaceSplit, Punctuation, BertPreTokenizer, Sequence. A pre-tokenizer
+// cuts each piece of normalized text into smaller pieces (and may rewrite
+// them, as ByteLevel and Metaspace do); the model then runs on each piece on
+// its own.
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,8 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& j);
 std::unique_ptr<PreTokenizer> make_isolated_split(const std::string& regex);
 // ByteLevel: optional prefix space and GPT-2 regex, then bytes → GPT-2 alphabet.
 std::unique_ptr<PreTokenizer> make_byte_level(bool add_prefix_space, bool use_regex);
+// BertPreTokenizer: split on whitespace (removed) and punctuation (isolated).
+std::unique_ptr<PreTokenizer> make_bert_pre_tokenizer();
 std::unique_ptr<PreTokenizer> make_sequence(std::vector<std::unique_ptr<PreTokenizer>> items);
 
 }  // namespace rinfer

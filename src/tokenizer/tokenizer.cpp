@@ -9,6 +9,7 @@
 #include "tokenizer/hf_config.h"
 #include "tokenizer/hf_tokenizer_json.h"
 #include "tokenizer/sentencepiece_tokenizer.h"
+#include "tokenizer/tiktoken.h"
 #include "tokenizer/utf8.h"
 
 namespace rinfer {
@@ -23,14 +24,15 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& dir) {
   if (fs::is_directory(p, ec)) {
     config_dir = p;
     // AutoTokenizer's choice: the fast tokenizer (tokenizer.json) when there
-    // is one, the SentencePiece model otherwise.
-    for (const char* name : {"tokenizer.json", "tokenizer.model"}) {
+    // is one, else the slow tokenizer's vocabulary: Qwen-1's qwen.tiktoken,
+    // or tokenizer.model (SentencePiece, or tiktoken for GLM-4).
+    for (const char* name : {"tokenizer.json", "qwen.tiktoken", "tokenizer.model"}) {
       if (fs::is_regular_file(p / name, ec)) {
         file = p / name;
         break;
       }
     }
-    RINFER_CHECK(!file.empty(), "tokenizer: no tokenizer.json or tokenizer.model in ", dir);
+    RINFER_CHECK(!file.empty(), "tokenizer: no tokenizer.json, qwen.tiktoken or tokenizer.model in ", dir);
   } else {
     file = p;
     config_dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
@@ -39,6 +41,8 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& dir) {
   if (ext == ".gguf") return load_gguf_tokenizer(file);
   const HfTokenizerConfig cfg = read_hf_tokenizer_config(config_dir);
   if (ext == ".json") return load_hf_tokenizer_json(file, cfg);
+  // By content: a tiktoken file is text lines, a SentencePiece model a protobuf.
+  if (ext == ".tiktoken" || is_tiktoken_file(file)) return load_tiktoken_tokenizer(file, cfg);
   return load_sentencepiece_tokenizer(file, cfg);
 }
 

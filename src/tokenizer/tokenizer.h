@@ -1,7 +1,8 @@
 #pragma once
 // Tokenizer: text <-> token ids, matching Hugging Face transformers.
 // Back-ends: Hugging Face tokenizer.json (BPE, byte-level or SentencePiece
-// style; pipeline_tokenizer.h), SentencePiece tokenizer.model, and GGUF
+// style, WordPiece, Unigram; pipeline_tokenizer.h), SentencePiece
+// tokenizer.model, tiktoken vocabularies (Qwen-1, GLM-4), and GGUF
 // vocabularies (tokenizer.ggml.*), each with the BOS/EOS rules of
 // tokenizer_config.json.
 #include <algorithm>
@@ -20,8 +21,9 @@ class Tokenizer {
 
   // Loads the tokenizer found in a model directory: tokenizer.json when
   // present (transformers' AutoTokenizer prefers the fast tokenizer), else
-  // tokenizer.model, plus tokenizer_config.json / special_tokens_map.json.
-  // `dir` may also name a tokenizer.json, tokenizer.model or .gguf file; the
+  // qwen.tiktoken, else tokenizer.model (SentencePiece, or a tiktoken file
+  // as GLM-4's), plus tokenizer_config.json / special_tokens_map.json.
+  // `dir` may also name a tokenizer.json, tokenizer.model, tiktoken or .gguf file; the
   // JSON files next to it are then read the same way. Throws rinfer::Error
   // with a one-line reason when none is usable.
   static std::unique_ptr<Tokenizer> load(const std::string& dir);

@@ -68,11 +68,10 @@ TEST_P(LlamaCppVocab, MatchesTestVectors) {
   EXPECT_EQ(failures, 0);
 }
 
-// Every vocabulary of the folder that has both a .gguf and test vectors,
-// except bert-bge (below).
+// Every vocabulary of the folder that has both a .gguf and test vectors.
 INSTANTIATE_TEST_SUITE_P(Gguf, LlamaCppVocab,
                          ::testing::Values("llama-spm", "phi-3", "gpt-2", "mpt", "falcon", "starcoder", "refact",
-                                           "deepseek-coder", "deepseek-llm"),
+                                           "deepseek-coder", "deepseek-llm", "bert-bge"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n)
@@ -80,12 +79,17 @@ INSTANTIATE_TEST_SUITE_P(Gguf, LlamaCppVocab,
                            return n;
                          });
 
-// bert-bge is a WordPiece vocabulary (tokenizer.ggml.model "bert"), which
-// rinfer does not implement yet: it must say so in one line, not tokenize
-// wrongly. When WordPiece lands, move bert-bge into the list above.
-TEST(Gguf, WordPieceIsReportedUnsupported) {
-  const auto file = test::testdata("tokenizer/llamacpp-vocab/ggml-vocab-bert-bge.gguf");
-  test::expect_error([&] { Tokenizer::load(file.string()); }, "unsupported GGUF tokenizer model \"bert\"");
+// bert-bge (WordPiece): [CLS] ... [SEP] with special tokens, and decode
+// joins the pieces back (lower-cased, as BERT's uncased normalizer left them).
+TEST(Gguf, BertSpecialTokensAndDecode) {
+  const auto tok = Tokenizer::load(test::testdata("tokenizer/llamacpp-vocab/ggml-vocab-bert-bge.gguf").string());
+  const Ids plain = tok->encode("Hello World!", false);
+  Ids want = {101};
+  want.insert(want.end(), plain.begin(), plain.end());
+  want.push_back(102);
+  EXPECT_EQ(tok->encode("Hello World!", true), want);
+  EXPECT_EQ(tok->decode(plain), "hello world!");
+  EXPECT_EQ(tok->decode(want, true), "hello world!");
 }
 
 TEST(Gguf, BadFiles) {
@@ -94,6 +98,21 @@ TEST(Gguf, BadFiles) {
   test::expect_error([&] { Tokenizer::load((t.path() / "x.gguf").string()); }, "is truncated or not a GGUF file");
   t.write("y.gguf", "NOTAGGUFFILE....................");
   test::expect_error([&] { Tokenizer::load((t.path() / "y.gguf").string()); }, "is not a GGUF file");
+}
+
+// A GGUF vocabulary of a tokenizer model rinfer does not implement is a
+// one-line error naming it.
+TEST(Gguf, UnsupportedTokenizerModel) {
+  auto u32 = [](uint32_t v) { return std::string(reinterpret_cast<const char*>(&v), 4); };
+  auto u64 = [](uint64_t v) { return std::string(reinterpret_cast<const char*>(&v), 8); };
+  auto str = [&](const std::string& s) { return u64(s.size()) + s; };
+  std::string f = "GGUF" + u32(3) + u64(0) + u64(2);
+  f += str("tokenizer.ggml.model") + u32(8) + str("rwkv");                      // type 8: string
+  f += str("tokenizer.ggml.tokens") + u32(9) + u32(8) + u64(1) + str("a");      // type 9: array of strings
+  test::TempDir t;
+  t.write("v.gguf", f);
+  test::expect_error([&] { Tokenizer::load((t.path() / "v.gguf").string()); },
+                     "unsupported GGUF tokenizer model \"rwkv\"");
 }
 
 TEST(Gguf, Metadata) {

@@ -35,7 +35,7 @@ TEST(TokenizerLoad, MissingDirectory) {
 TEST(TokenizerLoad, DirectoryWithoutTokenizerModel) {
   TempDir t;
   t.write("tokenizer_config.json", "{}");
-  expect_error([&] { Tokenizer::load(t.str()); }, "no tokenizer.json or tokenizer.model in " + t.str());
+  expect_error([&] { Tokenizer::load(t.str()); }, "no tokenizer.json, qwen.tiktoken or tokenizer.model in " + t.str());
 }
 
 TEST(TokenizerLoad, CorruptModelFile) {
@@ -119,8 +119,10 @@ TEST(TokenizerLoad, MalformedTokenizerJson) {
   TempDir t;
   t.write("tokenizer.json", "{\"model\": ");
   expect_error([&] { Tokenizer::load(t.str()); }, "is not valid JSON");
+  t.write("tokenizer.json", R"({"model": {"type": "WordLevel", "vocab": {}}})");
+  expect_error([&] { Tokenizer::load(t.str()); }, "unsupported model type \"WordLevel\"");
   t.write("tokenizer.json", R"({"model": {"type": "Unigram", "vocab": []}})");
-  expect_error([&] { Tokenizer::load(t.str()); }, "unsupported model type \"Unigram\"");
+  expect_error([&] { Tokenizer::load(t.str()); }, "Unigram vocabulary is empty");
   t.write("tokenizer.json", R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})");
   expect_error([&] { Tokenizer::load(t.str()); }, "merge \"a b\" uses a token that is not in the vocabulary");
   t.write("tokenizer.json", R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
