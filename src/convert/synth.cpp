@@ -107,6 +107,17 @@ const std::vector<SynthPreset>& synth_presets() {
                 {"layernorm_epsilon", 1.5625e-07}, {"add_qkv_bias", true}, {"add_bias_linear", false},
                 {"rmsnorm", true}, {"post_layer_norm", true}, {"eos_token_id", {151329, 151336, 151338}}};
     p.push_back({"glm-4-9b", "chatglm", "GLM-4-9B shapes: 40 layers, hidden 4096, MQA groups 2, half rotary", glm});
+    // GLM-4-0414 (THUDM/GLM-4-9B-0414 config.json): transformers-native names,
+    // fused gate_up_proj, post-attention / post-MLP norms, half rotary.
+    json g4 = llama_config(4096, 13696, 40, 32, 2, 151552, 32768, 1e-5, 10000.0, false);
+    g4["architectures"] = {"Glm4ForCausalLM"};
+    g4["model_type"] = "glm4";
+    g4.update({{"head_dim", 128}, {"partial_rotary_factor", 0.5}, {"attention_bias", true},
+               {"eos_token_id", {151329, 151336, 151338}}, {"pad_token_id", 151329}});
+    g4.erase("bos_token_id");
+    g4.erase("mlp_bias");
+    p.push_back({"glm-4-9b-0414", "glm4",
+                 "GLM-4-9B-0414 shapes: 40 layers, hidden 4096, GQA 32/2, half rotary, post-attn/post-MLP norms", g4});
     json yarn = {{"type", "yarn"}, {"factor", 40}, {"beta_fast", 32}, {"beta_slow", 1}, {"mscale", 0.707},
                  {"mscale_all_dim", 0.707}, {"original_max_position_embeddings", 4096}};
     json dl = llama_config(2048, 10944, 27, 16, 16, 102400, 163840, 1e-6, 10000.0, false);
@@ -132,6 +143,26 @@ const std::vector<SynthPreset>& synth_presets() {
                {"norm_topk_prob", true}, {"routed_scaling_factor", 2.5}, {"rope_scaling", yarn3}});
     p.push_back({"deepseek-v3-mini", "deepseek_v3",
                  "DeepSeek-V3 structure at small size (MLA, sigmoid group-limited routing): for FP8 and tests", d3});
+    // Tiny members of the families without golden logits, for the independent
+    // reference check (tests/model/test_reference_families.cpp).
+    json q3t = llama_config(64, 128, 2, 4, 2, 320, 512, 1e-6, 1000000.0, false);
+    q3t["architectures"] = {"Qwen3ForCausalLM"};
+    q3t["model_type"] = "qwen3";
+    q3t["head_dim"] = 32;  // explicit, not hidden / heads
+    p.push_back({"qwen3-tiny", "qwen3", "2-layer Qwen3, hidden 64, head_dim 32, vocab 320: for tests", q3t});
+    json qmt = llama_config(64, 96, 3, 4, 2, 320, 512, 1e-6, 1000000.0, false);
+    qmt["architectures"] = {"Qwen3MoeForCausalLM"};
+    qmt["model_type"] = "qwen3_moe";
+    qmt.update({{"head_dim", 16}, {"num_experts", 4}, {"num_experts_per_tok", 2}, {"moe_intermediate_size", 32},
+                {"norm_topk_prob", true}, {"decoder_sparse_step", 1}, {"mlp_only_layers", {1}}});
+    p.push_back({"qwen3-moe-tiny", "qwen3_moe",
+                 "3-layer Qwen3-MoE, hidden 64, 4 experts top-2, layer 1 dense, vocab 320: for tests", qmt});
+    json g4t = llama_config(64, 128, 2, 4, 2, 320, 512, 1e-5, 10000.0, false);
+    g4t["architectures"] = {"Glm4ForCausalLM"};
+    g4t["model_type"] = "glm4";
+    g4t.update({{"head_dim", 16}, {"partial_rotary_factor", 0.5}, {"attention_bias", true}});
+    g4t.erase("mlp_bias");
+    p.push_back({"glm4-tiny", "glm4", "2-layer GLM-4-0414, hidden 64, half rotary, vocab 320: for tests", g4t});
     return p;
   }();
   return presets;

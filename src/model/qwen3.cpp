@@ -4,8 +4,10 @@
 // before RoPE. Qwen3-MoE routes softmax top-k (renormalized when
 // norm_topk_prob, as its configs set) with no shared expert; layers in
 // mlp_only_layers or off decoder_sparse_step are dense.
-// The shared reference set has no Qwen3 checkpoint: this family follows the
-// HF modeling code and is tested for loading and running, not for logits.
+// The shared reference set has no Qwen3 checkpoint: tiny Qwen3 / Qwen3-MoE
+// checkpoints are checked against tests/reference/hf_forward.py, a float64
+// forward pass written from the HF modeling code that itself reproduces the
+// golden logits of five other families (tests/model/test_reference_families.cpp).
 #include "core/error.h"
 #include "model/llama_config.h"
 #include "model/llama_layout.h"
