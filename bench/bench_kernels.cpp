@@ -110,7 +110,7 @@ void run_matmul(benchmark::State& st, int64_t M, int64_t K, int64_t N, DType dt,
   else
     st.counters["peak_frac"] = benchmark::Counter(flops / (kPeakFlopsPerThread * threads),
                                                   benchmark::Counter::kIsIterationInvariantRate);
-  st.SetLabel(kc::isa_name(kc::active_isa()));
+  st.SetLabel(std::string(kc::isa_name(kc::active_isa())) + " " + kc::matmul_path(M, dt));
 }
 
 // ---------------------------------------------------------------- quantized matmul
@@ -317,6 +317,16 @@ void register_all() {
           [=](benchmark::State& st) { run_matmul(st, m, 2048, 2048, DType::BF16, threads, true); }, best);
     reg("gemm/bf16/M8xK2048xN2048/hot/threads:" + std::to_string(threads),
         [=](benchmark::State& st) { run_matmul(st, 8, 2048, 2048, DType::BF16, threads, false); }, best);
+    // both BF16 GEMM modes (Auto picks one per CPU class, see ops.h)
+    for (kc::Bf16Gemm mode : {kc::Bf16Gemm::F32Fma, kc::Bf16Gemm::Bf16Dot})
+      reg(std::string("gemm/bf16/M512xK2048xN2048/") + (mode == kc::Bf16Gemm::F32Fma ? "fma" : "dot") +
+              "/threads:" + std::to_string(threads),
+          [=](benchmark::State& st) {
+            kc::set_bf16_gemm(mode);
+            run_matmul(st, 512, 2048, 2048, DType::BF16, threads, false);
+            kc::set_bf16_gemm(kc::Bf16Gemm::Auto);
+          },
+          best);
     if (best > kc::Isa::Avx2)
       reg("gemm/bf16/M512xK2048xN2048/avx2/threads:" + std::to_string(threads),
           [=](benchmark::State& st) { run_matmul(st, 512, 2048, 2048, DType::BF16, threads, false); }, kc::Isa::Avx2);

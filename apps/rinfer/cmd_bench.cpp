@@ -128,6 +128,11 @@ Runner add_bench(CLI::App& app) {
       qpaths = str("  matmul paths    decode ", j["matmul_path_decode"].get<std::string>(), ", prefill ",
                    j["matmul_path_prefill"].get<std::string>(), " (", j["quant"].get<std::string>(), ", group ",
                    s->lm.group_size, ")\n");
+    } else {
+      j["matmul_path_decode"] = kernels::cpu::matmul_path(1, s->lm.dtype);
+      j["matmul_path_prefill"] = kernels::cpu::matmul_path(o->prompt_len, s->lm.dtype);
+      qpaths = str("  matmul paths    decode ", j["matmul_path_decode"].get<std::string>(), ", prefill ",
+                   j["matmul_path_prefill"].get<std::string>(), "\n");
     }
     if (o->mem_bw > 0) {
       j["mem_bw_gb_s"] = o->mem_bw;

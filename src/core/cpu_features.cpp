@@ -46,6 +46,13 @@ CpuFeatures detect() {
       f.avx512_bf16 = zmm_os && (a1 & (1u << 5));
     }
   }
+  char vendor[13] = {0};
+  if (__get_cpuid(0, &a, &b, &c, &d)) {
+    std::memcpy(vendor, &b, 4);
+    std::memcpy(vendor + 4, &d, 4);
+    std::memcpy(vendor + 8, &c, 4);
+  }
+  f.vendor = vendor;
   char brand[49] = {0};
   unsigned max_ext = __get_cpuid_max(0x80000000u, nullptr);
   if (max_ext >= 0x80000004u) {

@@ -10,11 +10,13 @@ struct CpuFeatures {
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool avx512_bf16 = false, avx512_vnni = false, avx_vnni = false;
   bool amx_tile = false, amx_bf16 = false, amx_int8 = false;
+  std::string vendor;      // cpuid leaf 0: "AuthenticAMD", "GenuineIntel", ...
   std::string model_name;  // e.g. "Intel(R) Xeon(R) ..." from /proc/cpuinfo or cpuid brand
 
   bool has_avx2_fma() const { return avx2 && fma && f16c; }
   bool has_avx512_core() const { return avx512f && avx512bw && avx512vl && avx512dq && has_avx2_fma(); }
   bool has_avx512_bf16() const { return has_avx512_core() && avx512_bf16; }
+  bool is_amd() const { return vendor == "AuthenticAMD"; }
   std::string summary() const;  // "avx512 bf16 vnni amx" style list
 };
 

@@ -12,10 +12,16 @@
 // bound above (the test prints the worst error / bound it saw, ~0.25-0.45).
 // The reference accumulates in double and reads the same F16/BF16 bits, so
 // the weight dtype adds no error of its own.
+//
+// BF16 weights in the GEMM regime are also run with Bf16Gemm::Bf16Dot where
+// the CPU has AVX-512 BF16: x is then rounded to BF16 first, so that path is
+// checked against the reference on the BF16-rounded x with the same bound
+// (vdpbf16ps products are exact; only the f32 additions round).
 #include <algorithm>
 #include <cmath>
 #include <memory>
 
+#include "core/cpu_features.h"
 #include "kernel_test_util.h"
 
 namespace rinfer::kernels::cpu::testing {
@@ -25,6 +31,20 @@ ThreadPool& pool(int n) {
   static std::unique_ptr<ThreadPool> pools[4];
   if (!pools[n]) pools[n] = std::make_unique<ThreadPool>(n);
   return *pools[n];
+}
+
+// Pins the BF16 GEMM mode for the scope, then goes back to Auto.
+struct Bf16GemmScope {
+  explicit Bf16GemmScope(Bf16Gemm m) { set_bf16_gemm(m); }
+  ~Bf16GemmScope() { set_bf16_gemm(Bf16Gemm::Auto); }
+};
+
+std::vector<float> round_to_bf16(const std::vector<float>& v) {
+  std::vector<uint16_t> b(v.size());
+  std::vector<float> r(v.size());
+  convert_from_f32(DType::BF16, v.data(), b.data(), v.size());
+  convert_to_f32(DType::BF16, b.data(), r.data(), v.size());
+  return r;
 }
 
 struct Case {
@@ -43,21 +63,21 @@ double check_case(const Case& c, uint32_t seed) {
   auto bias = random_floats(rng, size_t(c.N));
   const float* b = c.bias ? bias.data() : nullptr;
 
-  std::vector<float> ref(size_t(c.M * ldy), -7.0f);
-  reference::matmul(x.data(), c.M, c.K, ldx, w.data(), c.dt, c.N, b, ref.data(), ldy);
-  // the bound's scale: sum |x w| + |bias| per output
-  std::vector<double> mag(static_cast<size_t>(c.M * c.N));
-  for (int64_t m = 0; m < c.M; ++m)
-    for (int64_t n = 0; n < c.N; ++n) {
-      double s = b ? std::fabs(b[n]) : 0.0;
-      for (int64_t k = 0; k < c.K; ++k) s += std::fabs(double(x[m * ldx + k]) * w.values[n * c.K + k]);
-      mag[m * c.N + n] = s;
-    }
   const double rel = (double(c.K) / 8 + double(c.K) / 512 + 8) * std::ldexp(1.0, -24);
-
   double worst = 0;
-  for (Isa isa : supported_isas()) {
-    IsaScope scope(isa);
+  // One pass per (ISA, BF16 GEMM mode); xin is the x the path multiplies by.
+  auto check_path = [&](const char* what, const std::vector<float>& xin) {
+    std::vector<float> ref(size_t(c.M * ldy), -7.0f);
+    reference::matmul(xin.data(), c.M, c.K, ldx, w.data(), c.dt, c.N, b, ref.data(), ldy);
+    // the bound's scale: sum |x w| + |bias| per output
+    std::vector<double> mag(static_cast<size_t>(c.M * c.N));
+    for (int64_t m = 0; m < c.M; ++m)
+      for (int64_t n = 0; n < c.N; ++n) {
+        double s = b ? std::fabs(b[n]) : 0.0;
+        for (int64_t k = 0; k < c.K; ++k) s += std::fabs(double(xin[m * ldx + k]) * w.values[n * c.K + k]);
+        mag[m * c.N + n] = s;
+      }
+    const Isa isa = active_isa();
     std::vector<float> first;
     for (int threads : {1, 2, 3}) {
       if (isa == Isa::Scalar && threads != 2) continue;  // the threaded reference itself: once is enough
@@ -69,25 +89,38 @@ double check_case(const Case& c, uint32_t seed) {
           const double bound = rel * mag[m * c.N + n] + 1e-30;
           worst = std::max(worst, err / bound);
           if (!(err <= bound)) {
-            ADD_FAILURE() << isa_name(isa) << " " << dt_name(c.dt) << " M=" << c.M << " K=" << c.K << " N=" << c.N
-                          << " bias=" << c.bias << " threads=" << threads << " y[" << m << "," << n
+            ADD_FAILURE() << isa_name(isa) << " " << what << " " << dt_name(c.dt) << " M=" << c.M << " K=" << c.K
+                          << " N=" << c.N << " bias=" << c.bias << " threads=" << threads << " y[" << m << "," << n
                           << "]=" << y[m * ldy + n] << " ref=" << ref[m * ldy + n] << " bound=" << bound;
-            return worst;
+            return;
           }
         }
         for (int64_t n = c.N; n < ldy; ++n)
           if (y[m * ldy + n] != -7.0f) {
             ADD_FAILURE() << "matmul wrote past N in row " << m;
-            return worst;
+            return;
           }
       }
       // The split over threads never changes the order of the additions.
       if (first.empty())
         first = y;
       else if (first != y)
-        ADD_FAILURE() << isa_name(isa) << " " << dt_name(c.dt) << " M=" << c.M << " K=" << c.K << " N=" << c.N
-                      << ": result depends on the thread count";
+        ADD_FAILURE() << isa_name(isa) << " " << what << " " << dt_name(c.dt) << " M=" << c.M << " K=" << c.K
+                      << " N=" << c.N << ": result depends on the thread count";
     }
+  };
+  for (Isa isa : supported_isas()) {
+    IsaScope scope(isa);
+    {
+      Bf16GemmScope mode(Bf16Gemm::F32Fma);
+      check_path("fma", x);
+    }
+    if (c.dt == DType::BF16 && isa == Isa::Avx512 && rinfer::cpu_features().has_avx512_bf16()) {
+      Bf16GemmScope mode(Bf16Gemm::Bf16Dot);
+      EXPECT_TRUE(bf16_gemm_uses_dot());
+      check_path("dot", std::string(matmul_path(c.M, c.dt)) == "bf16-dot-gemm" ? round_to_bf16(x) : x);
+    }
+    if (::testing::Test::HasFailure()) break;
   }
   return worst;
 }
@@ -147,6 +180,7 @@ TEST(Matmul, DecodeShapesRoundedBound) {
       std::mt19937 rng(seed++);
       auto x = random_floats(rng, size_t(M * c.K));
       TypedData w = make_typed(dt, random_floats(rng, size_t(c.N * c.K)));
+      Bf16GemmScope mode(Bf16Gemm::F32Fma);  // the f32-activation path; the BF16-dot one is bounded above
       std::vector<float> ref(static_cast<size_t>(M * c.N)), y(size_t(M * c.N));
       reference::matmul(x.data(), M, c.K, c.K, w.data(), dt, c.N, nullptr, ref.data(), c.N);
       matmul(x.data(), M, c.K, c.K, w.data(), dt, c.N, nullptr, y.data(), c.N, pool(2));

@@ -87,6 +87,40 @@ void force_isa(Isa isa) {
   g_forced.store(int(int(isa) > int(best) ? best : isa), std::memory_order_relaxed);
 }
 
+namespace {
+std::atomic<int> g_bf16_gemm{int(Bf16Gemm::Auto)};
+constexpr int64_t kGemvMaxRows = 8;  // avx2/avx512 matmul: GEMV up to this many rows (kGemvMaxM)
+
+Bf16Gemm bf16_gemm_auto() {
+  static const Bf16Gemm mode = [] {
+    if (const char* e = std::getenv("RINFER_BF16_GEMM")) {
+      if (std::strcmp(e, "dot") == 0) return Bf16Gemm::Bf16Dot;
+      if (std::strcmp(e, "fma") == 0) return Bf16Gemm::F32Fma;
+    }
+    return cpu_features().is_amd() ? Bf16Gemm::Bf16Dot : Bf16Gemm::F32Fma;
+  }();
+  return mode;
+}
+}  // namespace
+
+void set_bf16_gemm(Bf16Gemm mode) { g_bf16_gemm.store(int(mode), std::memory_order_relaxed); }
+
+bool bf16_gemm_uses_dot() {
+  if (active_isa() != Isa::Avx512 || !cpu_features().has_avx512_bf16()) return false;
+  Bf16Gemm m = Bf16Gemm(g_bf16_gemm.load(std::memory_order_relaxed));
+  if (m == Bf16Gemm::Auto) m = bf16_gemm_auto();
+  return m == Bf16Gemm::Bf16Dot;
+}
+
+const char* matmul_path(int64_t M, DType wdt) {
+  const Isa isa = active_isa();
+  const bool bf = wdt == DType::BF16, f16 = wdt == DType::F16;
+  if (isa == Isa::Scalar) return bf ? "bf16-scalar" : f16 ? "f16-scalar" : "f32-scalar";
+  if (M <= kGemvMaxRows) return bf ? "bf16-gemv" : f16 ? "f16-gemv" : "f32-gemv";
+  if (bf) return bf16_gemm_uses_dot() ? "bf16-dot-gemm" : "bf16-fma-gemm";
+  return f16 ? "f16-fma-gemm" : "f32-fma-gemm";
+}
+
 void matmul(const float* x, int64_t M, int64_t K, int64_t ldx, const void* w, DType wdt, int64_t N,
             const float* bias, float* y, int64_t ldy, ThreadPool& pool) {
   RINFER_CHECK(wdt == DType::F32 || wdt == DType::F16 || wdt == DType::BF16,
@@ -106,7 +140,8 @@ void matmul(const float* x, int64_t M, int64_t K, int64_t ldx, const void* w, DT
     });
     return;
   }
-  const detail::MatmulArgs a{x, M, K, ldx, w, wdt, N, bias, y, ldy};
+  const detail::MatmulArgs a{x, M, K, ldx, w, wdt, N, bias, y, ldy,
+                            wdt == DType::BF16 && M > kGemvMaxRows && bf16_gemm_uses_dot()};
   const detail::Runner r = runner_for(pool);
   if (isa == Isa::Avx512)
     avx512::matmul(a, r);
@@ -274,7 +309,7 @@ bool decode_a8(const QuantizedWeight& w) {
   switch (QuantDecode(g_quant_decode.load(std::memory_order_relaxed))) {
     case QuantDecode::WeightOnly: return false;
     case QuantDecode::Int8Activations: return true;
-    default: return w.type == QuantType::Q4;
+    default: return true;  // Auto: see ops.h
   }
 }
 }  // namespace

@@ -454,14 +454,164 @@ void gemm_task(void* p, int64_t task, int) {
   }
 }
 
-void gemm(const MatmulArgs& a, const Runner& runner) {
+// ---------------------------------------------------------------- prefill GEMM, BF16 dot products
+// For BF16 weights on CPUs where vdpbf16ps has twice the fp32 FMA rate (AMD
+// Zen 4 and later; see bf16_gemm in ops.h): x is rounded to BF16 (round to
+// nearest even) and each vdpbf16ps adds two exact products per lane into
+// f32 accumulators. Same blocking as the f32 GEMM above, in k-pairs:
+//  - x panel [m-tile][k-block][kc/2][kMR] of u32 (the BF16 pair k, k + 1);
+//  - W sliver [kc/2][32 rows] of u32: a 16 x 16 transpose of u32 pairs taken
+//    straight from the BF16 rows (no conversion);
+//  - micro-kernel kMR x 32: per pair, two W vectors and one broadcast per row.
+// A sliver of kKCDot k values is kKCDot / 2 * 128 bytes = 32 KiB (L1).
+constexpr int64_t kKCDot = 512;
+
+template <int MR>
+void gemm_dot_micro(const uint32_t* xp, const uint32_t* wp, int64_t npairs, float* c, int64_t ldc, int64_t ncols,
+                    bool first, const float* bias) {
+  __m512 acc[MR][kNW];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < kNW; ++v) acc[i][v] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < npairs; ++p) {
+    __m512bh wv[kNW];
+#pragma GCC unroll 4
+    for (int v = 0; v < kNW; ++v) wv[v] = (__m512bh)_mm512_load_si512(wp + kNC * p + 16 * v);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh b = (__m512bh)_mm512_set1_epi32(int(xp[p * kMR + i]));
+#pragma GCC unroll 4
+      for (int v = 0; v < kNW; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], b, wv[v]);
+    }
+  }
+  __mmask16 msk[kNW];
+  __m512 bv[kNW];
+#pragma GCC unroll 4
+  for (int v = 0; v < kNW; ++v) {
+    msk[v] = tail_mask(imax(0, ncols - 16 * v));
+    bv[v] = first && bias ? _mm512_maskz_loadu_ps(msk[v], bias + 16 * v) : _mm512_setzero_ps();
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+    float* row = c + i * ldc;
+#pragma GCC unroll 4
+    for (int v = 0; v < kNW; ++v) {
+      __m512 s = first ? bv[v] : _mm512_maskz_loadu_ps(msk[v], row + 16 * v);
+      _mm512_mask_storeu_ps(row + 16 * v, msk[v], _mm512_add_ps(s, acc[i][v]));
+    }
+  }
+}
+
+using DotMicroFn = void (*)(const uint32_t*, const uint32_t*, int64_t, float*, int64_t, int64_t, bool, const float*);
+DotMicroFn dot_micro_for_rows(int64_t mr) {
+  switch (mr) {
+    case 1: return &gemm_dot_micro<1>;
+    case 2: return &gemm_dot_micro<2>;
+    case 3: return &gemm_dot_micro<3>;
+    case 4: return &gemm_dot_micro<4>;
+    case 5: return &gemm_dot_micro<5>;
+    case 6: return &gemm_dot_micro<6>;
+    case 7: return &gemm_dot_micro<7>;
+    case 8: return &gemm_dot_micro<8>;
+    case 9: return &gemm_dot_micro<9>;
+    case 10: return &gemm_dot_micro<10>;
+    case 11: return &gemm_dot_micro<11>;
+    default: return &gemm_dot_micro<kMR>;
+  }
+}
+static_assert(kMR == 12);
+
+// dst[p][kNC] (p < kcl/2 rounded up) = the BF16 pair (k0 + 2p, k0 + 2p + 1) of
+// rows n0 + j as one u32, zero beyond K and for rows >= nrows.
+void pack_w_sliver_pairs(const uint16_t* w, int64_t K, int64_t n0, int64_t nrows, int64_t k0, int64_t kcl,
+                         uint32_t* dst) {
+  for (int64_t kk = 0; kk < kcl; kk += 32) {  // 32 k = 16 pairs per 16 x 16 transpose
+    const int64_t kn = imin(32, kcl - kk);
+    const __mmask32 km = kn >= 32 ? __mmask32(0xffffffffu) : __mmask32((1u << kn) - 1);
+    const int64_t np = (kn + 1) / 2;
+    for (int half = 0; half < kNW; ++half) {
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) {
+        const int64_t row = half * 16 + j;
+        r[j] = row < nrows ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(km, w + (n0 + row) * K + k0 + kk))
+                           : _mm512_setzero_ps();
+      }
+      transpose16(r);
+      uint32_t* d = dst + (kk / 2) * kNC + half * 16;
+      for (int64_t c = 0; c < np; ++c) _mm512_store_ps(reinterpret_cast<float*>(d + c * kNC), r[c]);
+    }
+  }
+}
+
+void gemm_dot_pack_x_task(void* p, int64_t mt, int) {
+  const auto& c = *static_cast<const GemmCtx*>(p);
+  const MatmulArgs& a = *c.a;
+  const int64_t m0 = mt * kMR, mr = imin(kMR, a.M - m0), kp = c.kc / 2;
+  uint32_t* xp = reinterpret_cast<uint32_t*>(c.xp);
+  for (int64_t kb = 0; kb < c.n_kb; ++kb) {
+    uint32_t* dst = xp + (mt * c.n_kb + kb) * kp * kMR;
+    const int64_t k0 = kb * c.kc, kcl = imin(c.kc, a.K - k0);
+    for (int64_t i = 0; i < mr; ++i) {
+      const float* src = a.x + (m0 + i) * a.ldx + k0;
+      for (int64_t kk = 0; kk < kcl; kk += 32) {
+        const int64_t kn = imin(32, kcl - kk);
+        const __m512 lo = _mm512_maskz_loadu_ps(tail_mask(kn), src + kk);
+        const __m512 hi = _mm512_maskz_loadu_ps(tail_mask(imax(0, kn - 16)), src + kk + 16);
+        // element j of the result is x[kk + j] (round to nearest even)
+        const __m512i pairs = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+        alignas(64) uint32_t tmp[16];
+        _mm512_store_si512(tmp, pairs);
+        const int64_t np = (kn + 1) / 2;
+        for (int64_t q = 0; q < np; ++q) dst[(kk / 2 + q) * kMR + i] = tmp[q];
+      }
+    }
+  }
+}
+
+void gemm_dot_block(const GemmCtx& c, int64_t n0, int64_t n1, int64_t mt0, int64_t mt1) {
+  const MatmulArgs& a = *c.a;
+  const auto* w = static_cast<const uint16_t*>(a.w);
+  const int64_t nrows = n1 - n0, n_sl = (nrows + kNC - 1) / kNC, kp = c.kc / 2;
+  uint32_t* panel = reinterpret_cast<uint32_t*>(detail::scratch(detail::kScratchPanel, n_sl * kp * kNC));
+  const uint32_t* xp = reinterpret_cast<const uint32_t*>(c.xp);
+  for (int64_t kb = 0; kb < c.n_kb; ++kb) {
+    const int64_t k0 = kb * c.kc, kcl = imin(c.kc, a.K - k0), npairs = (kcl + 1) / 2;
+    for (int64_t s = 0; s < n_sl; ++s)
+      pack_w_sliver_pairs(w, a.K, n0 + kNC * s, imin(kNC, nrows - kNC * s), k0, kcl, panel + s * kp * kNC);
+    for (int64_t s = 0; s < n_sl; ++s) {
+      const int64_t ncols = imin(kNC, nrows - kNC * s), nn = n0 + kNC * s;
+      const uint32_t* wp = panel + s * kp * kNC;
+      const float* bias = a.bias ? a.bias + nn : nullptr;
+      for (int64_t mt = mt0; mt < mt1; ++mt) {
+        const int64_t m0 = mt * kMR, mr = imin(kMR, a.M - m0);
+        dot_micro_for_rows(mr)(xp + (mt * c.n_kb + kb) * kp * kMR, wp, npairs, a.y + m0 * a.ldy + nn, a.ldy, ncols,
+                               kb == 0, bias);
+      }
+    }
+  }
+}
+
+void gemm_dot_task(void* p, int64_t task, int) {
+  const auto& c = *static_cast<const GemmCtx*>(p);
+  const int64_t nt = task % c.n_ntasks, mc = task / c.n_ntasks;
+  const int64_t n0 = nt * c.nb, n1 = imin(c.a->N, n0 + c.nb);
+  const int64_t mt0 = mc * c.mt_per_task, mt1 = imin(c.n_mt, mt0 + c.mt_per_task);
+  if (n0 >= n1 || mt0 >= mt1) return;
+  gemm_dot_block(c, n0, n1, mt0, mt1);
+}
+
+// dot: BF16 weights with vdpbf16ps (gemm_dot_* below), else f32 FMA.
+void gemm(const MatmulArgs& a, const Runner& runner, bool dot) {
   GemmCtx c{};
   c.a = &a;
   c.n_mt = (a.M + kMR - 1) / kMR;
   const bool small_m = c.n_mt <= kSmallMTiles;
-  c.kc = small_m ? imin(kKCSmallM, a.K) : kKC;
+  const int64_t step = dot ? 2 : 1;  // the dot path works in k-pairs
+  c.kc = imin(small_m ? kKCSmallM : (dot ? kKCDot : kKC), round_up(a.K, step));
   c.n_kb = (a.K + c.kc - 1) / c.kc;
-  c.xp = detail::scratch(detail::kScratchShared, c.n_mt * c.n_kb * c.kc * kMR);
+  c.xp = detail::scratch(detail::kScratchShared, c.n_mt * c.n_kb * c.kc / step * kMR);
   const int64_t T = runner.n_threads;
   // W rows per task, fewer when N is small so every thread has work.
   c.nb = imin(small_m ? kNBSmallM : kNB, imax(kNC, round_up((a.N + 2 * T - 1) / (2 * T), kNC)));
@@ -470,13 +620,15 @@ void gemm(const MatmulArgs& a, const Runner& runner) {
   int64_t m_chunks = c.n_ntasks >= 2 * T ? 1 : imin(c.n_mt, (2 * T + c.n_ntasks - 1) / c.n_ntasks);
   c.mt_per_task = (c.n_mt + m_chunks - 1) / m_chunks;
   m_chunks = (c.n_mt + c.mt_per_task - 1) / c.mt_per_task;
+  detail::TaskFn pack = dot ? &gemm_dot_pack_x_task : &gemm_pack_x_task;
+  detail::TaskFn task = dot ? &gemm_dot_task : &gemm_task;
   if (T == 1) {
-    for (int64_t mt = 0; mt < c.n_mt; ++mt) gemm_pack_x_task(&c, mt, 0);
-    for (int64_t t = 0; t < c.n_ntasks * m_chunks; ++t) gemm_task(&c, t, 0);
+    for (int64_t mt = 0; mt < c.n_mt; ++mt) pack(&c, mt, 0);
+    for (int64_t t = 0; t < c.n_ntasks * m_chunks; ++t) task(&c, t, 0);
     return;
   }
-  runner.run(runner.pool, c.n_mt, &gemm_pack_x_task, &c);
-  runner.run(runner.pool, c.n_ntasks * m_chunks, &gemm_task, &c);
+  runner.run(runner.pool, c.n_mt, pack, &c);
+  runner.run(runner.pool, c.n_ntasks * m_chunks, task, &c);
 }
 
 // ================================================================= attention
@@ -1010,7 +1162,7 @@ void matmul(const MatmulArgs& a, const Runner& runner) {
   if (a.M <= kGemvMaxM)
     gemv(a, runner);
   else
-    gemm(a, runner);
+    gemm(a, runner, a.wdt == DType::BF16 && a.bf16_dot);
 }
 
 void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* y) {

@@ -26,6 +26,21 @@ void force_isa(Isa isa);    // tests and benchmarks: pin an implementation
 void matmul(const float* x, int64_t M, int64_t K, int64_t ldx, const void* w, DType wdt, int64_t N,
             const float* bias, float* y, int64_t ldy, ThreadPool& pool);
 
+// BF16 weights in the prefill GEMM (M > 8 rows; decode GEMVs always keep x
+// f32): F32Fma widens W to f32 in registers (x stays f32); Bf16Dot rounds each
+// x value to BF16 (relative error <= 2^-9) and multiplies with vdpbf16ps
+// (AVX-512 BF16; products exact, f32 accumulation). Auto takes whichever has
+// the higher peak on this CPU class: Bf16Dot on AMD (Zen 4: vdpbf16ps 2x the
+// fp32 FMA rate), F32Fma on Intel (the Xeon measured here: vdpbf16ps at half
+// the FMA rate). The environment variable RINFER_BF16_GEMM=fma|dot overrides
+// Auto. Bf16Dot without AVX-512 BF16 falls back to F32Fma.
+enum class Bf16Gemm : uint8_t { Auto, F32Fma, Bf16Dot };
+void set_bf16_gemm(Bf16Gemm mode);  // process-wide
+bool bf16_gemm_uses_dot();          // what the BF16 GEMM does now on the active ISA
+// What matmul does for M rows of a wdt weight: "f32-gemv", "bf16-gemv",
+// "bf16-dot-gemm", "bf16-fma-gemm", "f16-fma-gemm", ... (scalar: "...-scalar").
+const char* matmul_path(int64_t M, DType wdt);
+
 // y = x / sqrt(mean(x^2) + eps) * weight, one row of n values (y may alias x).
 void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* y);
 
@@ -144,9 +159,11 @@ void dequantize_weights(const QuantizedWeight& w, float* out);
 //    registers, f32 accumulation, group scales applied once per group) or, on
 //    AVX-512 VNNI, with x quantized to int8 per (row, group)
 //    (ActQuant::PerGroup) and integer dot products. set_quant_decode picks;
-//    Auto (default) takes whichever measured faster on this machine class:
-//    weight-only for Q8 (memory-bound already), int8 activations for Q4 (the
-//    weight-only Q4 GEMV is compute-bound at ~60% of memory bandwidth).
+//    Auto (default) takes int8 activations wherever VNNI exists: it needs
+//    fewer instructions per weight byte, so it is never slower where the
+//    GEMV is memory-bound and faster where it is not (measured on AMD Zen 4,
+//    1 thread, q8 group 128, 2048 x 5632: 368 us vs 575 us weight-only;
+//    Intel Xeon: Q8 equal, Q4 weight-only compute-bound at ~60% of bandwidth).
 //  - prefill, larger M: W8A8 / W4A8: each x row is quantized to int8 with one
 //    scale per row (ActQuant::PerRow, quantize_row_i8), integer dot products
 //    per group (AVX-512 VNNI vpdpbusd), then scaled and summed in f32. Where
