@@ -10,7 +10,7 @@ namespace rinfer::cli {
 
 Runner add_convert(CLI::App& app) {
   struct Opts {
-    std::string hf, out, dtype = "bf16";
+    std::string hf, out, dtype = "bf16", bf16_layout = "blocked";
     int64_t group_size = 0;
     bool quiet = false;
   };
@@ -26,6 +26,10 @@ Runner add_convert(CLI::App& app) {
                   "int8/int4: weights per scale, 32, 64 or 128 (default 128 for int8, 32 for int4, halved per tensor "
                   "down to 32 when K is not a multiple; a given value is strict: such tensors stay bf16)")
       ->check(CLI::IsMember({"32", "64", "128"}));
+  cmd->add_option("--bf16-layout", o->bf16_layout,
+                  "How BF16 projection matrices are stored: blocked (8 x 32 tiles, one sequential stream for decode; "
+                  "default) or rows (plain [N, K])")
+      ->check(CLI::IsMember({"blocked", "rows"}));
   cmd->add_flag("--quiet,-q", o->quiet, "No progress line");
   return [o]() -> int {
     ConvertOptions co;
@@ -35,6 +39,7 @@ Runner add_convert(CLI::App& app) {
     co.quant = wf->quant;
     RINFER_CHECK(o->group_size == 0 || co.quant.has_value(), "--group-size needs --dtype int8 or int4");
     co.group_size = o->group_size;
+    co.bf16_blocked = o->bf16_layout == "blocked";
     co.progress = !o->quiet;
     ConvertStats st = convert_to_dir(o->hf, o->out, co);
     if (co.quant && !st.float_matrices.empty())

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include "convert/converter.h"
 
 #include <unistd.h>
@@ -51,7 +52,23 @@ bool quantizable(const TensorSpec& spec) {
   if (n == "lm_head.weight" || ends_with("kv_b_proj.weight")) return false;
   return true;
 }
+
+// The BF16 matrices stored blocked (ConvertOptions::bf16_blocked): what
+// Linear multiplies by (the quantizable ones plus lm_head), shape permitting.
+bool blockable(const TensorSpec& spec, DType dt) {
+  if (dt != DType::BF16 || spec.role != TensorRole::Matrix || spec.shape.size() != 2) return false;
+  if (!quantizable(spec) && spec.name != "lm_head.weight") return false;
+  return kc::bf16_blockable(spec.shape[0], spec.shape[1]);
+}
 }  // namespace
+
+Shape bf16_blocked_shape(int64_t N, int64_t K) { return {N / 8, K / 32, 8, 32}; }
+
+void WeightSink::add_blocked(const TensorSpec& spec, Buffer&& data) {
+  TensorSpec d = spec;
+  d.shape = bf16_blocked_shape(spec.shape[0], spec.shape[1]);
+  add(d, DType::BF16, std::move(data));
+}
 
 int64_t quant_group_for(const ConvertOptions& opts, const TensorSpec& spec) {
   if (!opts.quant || !quantizable(spec)) return 0;
@@ -167,6 +184,20 @@ ConvertStats convert_tensors(const HfCheckpoint& hf, const ConvertOptions& opts,
       const DType dt = spec.role == TensorRole::Vector ? DType::F32 : opts.dtype;
       Buffer b = convert_one(hf, spec, dt, stage);
       stats.bytes_out += b.size();
+      if (opts.bf16_blocked && blockable(spec, dt)) {
+        // In place, 8 rows at a time: rows [8i, 8i + 8) occupy the same bytes
+        // in both layouts, so only one 8-row group is ever copied.
+        const int64_t N = spec.shape[0], K = spec.shape[1];
+        std::vector<uint16_t> group(size_t(8 * K));
+        for (int64_t n = 0; n < N; n += 8) {
+          uint16_t* at = b.as<uint16_t>() + n * K;
+          std::copy(at, at + 8 * K, group.begin());
+          kc::block_bf16(group.data(), 8, K, at);
+        }
+        ++stats.blocked_tensors;
+        sink.add_blocked(spec, std::move(b));
+        continue;
+      }
       sink.add(spec, dt, std::move(b));
     }
     sink.end_group(g);

@@ -28,9 +28,17 @@ struct ConvertOptions {
   // the largest supported group <= default that divides K; a given value is
   // strict (tensors whose K is not a multiple stay in `dtype`).
   int64_t group_size = 0;
+  // BF16 projection matrices (the tensors Linear multiplies by: Matrix role,
+  // N % 8 == 0, K % 32 == 0, not MLA kv_b_proj) are stored in the blocked
+  // layout decode streams best (kernels/cpu/ops.h, matmul_bf16_blocked) as a
+  // BF16 tensor of shape [N/8, K/32, 8, 32]; false keeps them [N, K].
+  bool bf16_blocked = true;
   bool progress = false;      // progress line on stderr
   ThreadPool* pool = nullptr;  // for quantization; null: the converter makes one
 };
+
+// The stored shape of a blocked BF16 [N, K] matrix: [N/8, K/32, 8, 32].
+Shape bf16_blocked_shape(int64_t N, int64_t K);
 
 // "f32"|"f16"|"bf16"|"int8"|"int4" -> float dtype + optional quant type.
 struct WeightFormat {
@@ -64,6 +72,9 @@ class WeightSink {
   virtual void add(const TensorSpec& spec, DType dtype, Buffer&& data) = 0;
   // A quantized matrix: by default the two tensors described at QuantInfo.
   virtual void add_quantized(const TensorSpec& spec, const QuantInfo& q, Buffer&& data, Buffer&& scales);
+  // A BF16 matrix in the blocked layout: by default one BF16 tensor of shape
+  // [N/8, K/32, 8, 32] under the spec's name.
+  virtual void add_blocked(const TensorSpec& spec, Buffer&& data);
   virtual void end_group(int64_t group) = 0;
 };
 
@@ -84,6 +95,7 @@ struct ConvertStats {
   double seconds = 0;
   std::vector<std::string> unused_hf_tensors;
   int64_t quantized_tensors = 0;
+  int64_t blocked_tensors = 0;  // BF16 matrices stored in the blocked layout
   std::vector<std::string> float_matrices;  // quantized runs: Matrix tensors kept in the float dtype
 };
 

@@ -50,6 +50,11 @@ void ModelDirWriter::add_quantized(const TensorSpec& spec, const QuantInfo& q, B
   WeightSink::add_quantized(spec, q, std::move(data), std::move(scales));
 }
 
+void ModelDirWriter::add_blocked(const TensorSpec& spec, Buffer&& data) {
+  blocked_[spec.name] = spec.shape;
+  WeightSink::add_blocked(spec, std::move(data));
+}
+
 void ModelDirWriter::end_group(int64_t group) {
   const std::string file = group_file_name(group);
   io::SafetensorsWriter w;
@@ -61,6 +66,12 @@ void ModelDirWriter::end_group(int64_t group) {
       // "shape" stays the logical [N, K]; "stored_shape" is the packed U8 tensor.
       tensors_[spec.name]["stored_shape"] = spec.shape;
       for (const auto& [k, v] : it->items()) tensors_[spec.name][k] = v;
+    }
+    if (auto it = blocked_.find(spec.name); it != blocked_.end()) {
+      // "shape" is the logical [N, K]; the stored BF16 tensor is [N/8, K/32, 8, 32].
+      tensors_[spec.name]["stored_shape"] = spec.shape;
+      tensors_[spec.name]["shape"] = it->second;
+      tensors_[spec.name]["layout"] = kBf16BlockedLayout;
     }
   }
   w.write((fs::path(dir_) / file).string());
@@ -195,6 +206,18 @@ ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode) {
     for (const auto& [name, info] : md.desc.at("tensors").items()) {
       RINFER_CHECK(md.weights->has(name), dir, ": tensor ", name, " listed in model_desc.json is missing from ",
                    info.at("file").get<std::string>());
+      if (!info.contains("quant") && info.contains("layout")) {
+        const std::string layout = info.at("layout").get<std::string>();
+        RINFER_CHECK(layout == kBf16BlockedLayout, desc_path, ": tensor ", name, ": unsupported layout \"", layout,
+                     "\"");
+        const auto shape = info.at("shape").get<Shape>();
+        const TensorView d = md.weights->tensors().at(name);
+        RINFER_CHECK(shape.size() == 2 && kernels::cpu::bf16_blockable(shape[0], shape[1]) && d.dtype == DType::BF16 &&
+                         d.shape == bf16_blocked_shape(shape[0], shape[1]),
+                     dir, ": blocked tensor ", name, " has dtype ", dtype_name(d.dtype), " shape ", shape_str(d.shape),
+                     ", not what layout ", layout, " needs for ", shape_str(shape));
+        continue;
+      }
       if (!info.contains("quant")) continue;
       // A quantized tensor: check that what is stored is what the description
       // says (Linear rebuilds the QuantizedWeight view from the two tensors).

@@ -7,6 +7,7 @@
 //   tokenizer files          copied from the checkpoint
 #include <memory>
 #include <optional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@ namespace rinfer {
 
 constexpr int kModelFormatVersion = 1;
 constexpr const char* kModelDescFile = "model_desc.json";
+// "layout" of a BF16 matrix stored blocked (ConvertOptions::bf16_blocked).
+constexpr const char* kBf16BlockedLayout = "bf16-blocked-8x32";
 
 std::string group_file_name(int64_t group);  // "embeddings.safetensors", "layer_007.safetensors"
 bool is_model_dir(const std::string& dir);    // has model_desc.json
@@ -31,6 +34,7 @@ class ModelDirWriter : public WeightSink {
   void begin_group(int64_t group) override;
   void add(const TensorSpec& spec, DType dtype, Buffer&& data) override;
   void add_quantized(const TensorSpec& spec, const QuantInfo& q, Buffer&& data, Buffer&& scales) override;
+  void add_blocked(const TensorSpec& spec, Buffer&& data) override;
   void end_group(int64_t group) override;
   void finish(const ConvertStats& stats);
 
@@ -42,6 +46,7 @@ class ModelDirWriter : public WeightSink {
   nlohmann::json tensors_ = nlohmann::json::object();
   std::vector<std::string> files_;
   nlohmann::json quant_ = nlohmann::json::object();  // per quantized tensor: its scheme
+  std::map<std::string, Shape> blocked_;              // blocked BF16 matrices: logical [N, K]
 };
 
 // How loaded weights live in memory. Copy (the default) reads them into

@@ -40,6 +40,14 @@ Linear Linear::load(const WeightStore& w, const std::string& prefix, int64_t in,
     l.weight = d;
     l.qweight = q;
     l.quantized = true;
+  } else if (it != w.tensors().end() && it->second.dtype == DType::BF16 && it->second.shape.size() == 4) {
+    // Blocked BF16 (the converter's default for projection matrices).
+    const TensorView d = it->second;
+    RINFER_CHECK(kernels::cpu::bf16_blockable(out, in) && d.shape == Shape({out / 8, in / 32, 8, 32}), "tensor ", name,
+                 " (blocked BF16) has shape ", shape_str(d.shape), ", expected [", out / 8, ", ", in / 32,
+                 ", 8, 32] for a [", out, ", ", in, "] matrix in ", w.source);
+    l.weight = d;
+    l.blocked = true;
   } else {
     l.weight = w.get(name, {out, in});
   }

@@ -13,7 +13,8 @@
 namespace rinfer {
 
 // y[rows, out] = x[rows, in] W^T + b
-// The weight is either a float TensorView [out, in] (F32/F16/BF16) or a
+// The weight is either a float TensorView [out, in] (F32/F16/BF16), a BF16
+// one stored blocked ([out/8, in/32, 8, 32], blocked == true), or a
 // quantized Q8/Q4 matrix (quantized == true): then `weight` is the packed U8
 // data tensor (so weight.data is still non-null) and `qweight` the view the
 // kernels use, rebuilt from "<prefix>.weight" (U8 [Np, K] or [Np, K/2]) and
@@ -22,6 +23,9 @@ struct Linear {
   TensorView weight;            // [out, in], or the packed data when quantized
   kernels::cpu::QuantizedWeight qweight;
   bool quantized = false;
+  // BF16 stored blocked ([out/8, in/32, 8, 32], kernels/cpu/ops.h
+  // matmul_bf16_blocked), as the converter writes projection matrices.
+  bool blocked = false;
   const float* bias = nullptr;  // [out] or null
   int64_t in = 0, out = 0;
 
@@ -29,6 +33,9 @@ struct Linear {
   void forward(const float* x, int64_t rows, float* y, ThreadPool& pool) const {
     if (quantized)
       kernels::cpu::matmul_q(x, rows, in, in, qweight, bias, y, out, pool);
+    else if (blocked)
+      kernels::cpu::matmul_bf16_blocked(x, rows, in, in, static_cast<const uint16_t*>(weight.data), out, bias, y, out,
+                                        pool);
     else
       kernels::cpu::matmul(x, rows, in, in, weight.data, weight.dtype, out, bias, y, out, pool);
   }

@@ -26,8 +26,8 @@ MlaAttention::MlaAttention(const MlaShape& s, const WeightStore& w, const std::s
   o_ = Linear::load(w, p + "o_proj", s.n_heads * s.v_dim, s.hidden, false);
   // The absorbed attention below reads kv_b's raw rows, so the converter keeps
   // kv_b_proj in the float dtype in quantized models (convert/converter.cpp).
-  RINFER_CHECK(!kv_b_.quantized, "tensor ", p, "kv_b_proj.weight is quantized; MLA needs it in a float dtype (",
-               w.source, ")");
+  RINFER_CHECK(!kv_b_.quantized && !kv_b_.blocked, "tensor ", p,
+               "kv_b_proj.weight is quantized or blocked; MLA needs it as a row-major float matrix (", w.source, ")");
   // Repack the K half of kv_b ([nope, latent] per head) transposed, so the
   // absorption q_lat = W_uk^T q_nope is a plain matmul with [latent, nope] rows.
   const DType dt = kv_b_.weight.dtype;

@@ -124,6 +124,36 @@ TEST(CliValidate, ConvertedBf16CopyPassesWithDocumentedTolerance) {
   EXPECT_NE(r.out.find("PASS"), std::string::npos) << r.out;
 }
 
+// BF16 projection matrices are stored blocked by default ([N/8, K/32, 8, 32],
+// layout recorded in model_desc.json; embeddings and norms are not), and
+// `--bf16-layout rows` keeps [N, K]. Both validate; a wrong stored shape or an
+// unknown layout name is a one-line error.
+TEST(CliConvert, Bf16BlockedAndRowLayouts) {
+  TempDir tmp;
+  const fs::path blk = tmp.path / "blocked", rows = tmp.path / "rows";
+  convert_ok(golden_dir("llama") + "/hf", blk, "bf16");
+  CmdResult r = run_rinfer(convert_cmd(golden_dir("llama") + "/hf", rows, "bf16") + " --bf16-layout rows");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json db = read_json(blk / "model_desc.json"), dr = read_json(rows / "model_desc.json");
+  const json& q = db.at("tensors").at("model.layers.0.self_attn.q_proj.weight");
+  EXPECT_EQ(q.at("layout"), "bf16-blocked-8x32");
+  EXPECT_EQ(q.at("shape"), json::array({128, 128}));
+  EXPECT_EQ(q.at("stored_shape"), json::array({16, 4, 8, 32}));
+  EXPECT_FALSE(db.at("tensors").at("model.embed_tokens.weight").contains("layout"));
+  EXPECT_FALSE(dr.at("tensors").at("model.layers.0.self_attn.q_proj.weight").contains("layout"));
+  for (const fs::path& m : {blk, rows}) {
+    r = run_rinfer("validate --golden " + quote(golden_dir("llama")) + " --model " + quote(m.string()) + " --threads 2");
+    EXPECT_EQ(r.code, 0) << m << r.out << r.err;
+  }
+  // An unknown layout in model_desc.json.
+  json bad = db;
+  bad["tensors"]["model.layers.0.self_attn.q_proj.weight"]["layout"] = "bf16-tiles-4x4";
+  write_bytes(blk / "model_desc.json", bad.dump());
+  r = run_rinfer("run --model " + quote(blk.string()) + " --prompt-ids 1,2 -n 1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("unsupported layout \"bf16-tiles-4x4\""), std::string::npos) << r.err;
+}
+
 TEST(CliValidate, MissingGoldenDirectory) {
   TempDir tmp;
   const std::string missing = (tmp.path / "no_such_golden").string();

@@ -52,6 +52,7 @@ struct Case {
   DType dt;
   bool bias;
   int64_t ldx_pad = 0, ldy_pad = 0;
+  bool blocked = false;  // BF16 weights in the blocked layout (matmul_bf16_blocked)
 };
 
 // Runs one shape for every ISA and thread count; returns the worst |err| / bound.
@@ -62,6 +63,11 @@ double check_case(const Case& c, uint32_t seed) {
   TypedData w = make_typed(c.dt, random_floats(rng, size_t(c.N * c.K)));
   auto bias = random_floats(rng, size_t(c.N));
   const float* b = c.bias ? bias.data() : nullptr;
+  std::vector<uint16_t> wblk;
+  if (c.blocked) {
+    wblk.resize(size_t(c.N * c.K));
+    block_bf16(static_cast<const uint16_t*>(w.data()), c.N, c.K, wblk.data());
+  }
 
   const double rel = (double(c.K) / 8 + double(c.K) / 512 + 8) * std::ldexp(1.0, -24);
   double worst = 0;
@@ -82,7 +88,10 @@ double check_case(const Case& c, uint32_t seed) {
     for (int threads : {1, 2, 3}) {
       if (isa == Isa::Scalar && threads != 2) continue;  // the threaded reference itself: once is enough
       std::vector<float> y(size_t(c.M * ldy), -7.0f);  // -7 marks the gaps of a strided y
-      matmul(x.data(), c.M, c.K, ldx, w.data(), c.dt, c.N, b, y.data(), ldy, pool(threads));
+      if (c.blocked)
+        matmul_bf16_blocked(x.data(), c.M, c.K, ldx, wblk.data(), c.N, b, y.data(), ldy, pool(threads));
+      else
+        matmul(x.data(), c.M, c.K, ldx, w.data(), c.dt, c.N, b, y.data(), ldy, pool(threads));
       for (int64_t m = 0; m < c.M; ++m) {
         for (int64_t n = 0; n < c.N; ++n) {
           const double err = std::fabs(double(y[m * ldy + n]) - ref[m * ldy + n]);
@@ -191,6 +200,43 @@ TEST(Matmul, DecodeShapesRoundedBound) {
           ASSERT_LE(std::fabs(double(y[m * c.N + n]) - ref[m * c.N + n]), 1e-5 * mag + 1e-6);
         }
     }
+}
+
+// The blocked BF16 layout: every ISA (AVX-512 reads it directly, GEMV and
+// GEMM; AVX2 and scalar unblock chunks), both BF16 GEMM modes, against the
+// same reference on the row-major matrix.
+TEST(Matmul, BlockedBf16AllIsas) {
+  uint32_t seed = 4000;
+  double worst = 0;
+  int cases = 0;
+  for (int64_t K : {32, 96, 4096})
+    for (int64_t N : {8, 40, 1000})
+      for (int64_t M : {1, 2, 3, 4, 7, 8, 9, 13, 33, 130}) {
+        if (M * N * K > 6'000'000) continue;
+        Case c{M, K, N, DType::BF16, (M + N) % 2 == 0};
+        c.blocked = true;
+        if (M == 3 || M == 13) c.ldx_pad = 5, c.ldy_pad = 3;
+        worst = std::max(worst, check_case(c, seed++));
+        ++cases;
+        if (::testing::Test::HasFailure()) return;
+      }
+  std::printf("  %d shapes, worst error / bound = %.3g\n", cases, worst);
+}
+
+TEST(Matmul, BlockedLayoutRoundTrip) {
+  const int64_t N = 24, K = 96;
+  std::vector<uint16_t> rows(size_t(N * K)), blk(rows.size()), back(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = uint16_t(i * 7 + 3);
+  block_bf16(rows.data(), N, K, blk.data());
+  // W[n, k] at ((n / 8) * (K / 32) + k / 32) * 256 + (n % 8) * 32 + k % 32
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k)
+      ASSERT_EQ(blk[size_t(((n / 8) * (K / 32) + k / 32) * 256 + (n % 8) * 32 + k % 32)], rows[size_t(n * K + k)]);
+  unblock_bf16(blk.data(), N, K, back.data());
+  EXPECT_EQ(back, rows);
+  EXPECT_FALSE(bf16_blockable(12, 64));
+  EXPECT_FALSE(bf16_blockable(16, 48));
+  EXPECT_THROW(block_bf16(rows.data(), 12, 64, blk.data()), std::exception);
 }
 
 TEST(Matmul, ZeroK) {

@@ -149,6 +149,54 @@ void matmul(const float* x, int64_t M, int64_t K, int64_t ldx, const void* w, DT
     avx2::matmul(a, r);
 }
 
+bool bf16_blockable(int64_t N, int64_t K) { return N > 0 && K > 0 && N % 8 == 0 && K % 32 == 0; }
+
+void block_bf16(const uint16_t* rows, int64_t N, int64_t K, uint16_t* blocked) {
+  RINFER_CHECK(bf16_blockable(N, K), "block_bf16: ", N, " x ", K, " is not a multiple of 8 x 32");
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; k += 32)
+      std::memcpy(blocked + ((n / 8) * (K / 32) + k / 32) * 256 + (n % 8) * 32, rows + n * K + k, 64);
+}
+
+void unblock_bf16(const uint16_t* blocked, int64_t N, int64_t K, uint16_t* rows) {
+  RINFER_CHECK(bf16_blockable(N, K), "unblock_bf16: ", N, " x ", K, " is not a multiple of 8 x 32");
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; k += 32)
+      std::memcpy(rows + n * K + k, blocked + ((n / 8) * (K / 32) + k / 32) * 256 + (n % 8) * 32, 64);
+}
+
+void matmul_bf16_blocked(const float* x, int64_t M, int64_t K, int64_t ldx, const uint16_t* w, int64_t N,
+                         const float* bias, float* y, int64_t ldy, ThreadPool& pool) {
+  RINFER_CHECK(bf16_blockable(N, K), "matmul_bf16_blocked: ", N, " x ", K, " is not a multiple of 8 x 32");
+  if (M <= 0) return;
+  const Isa isa = active_isa();
+  if (isa == Isa::Avx512) {
+    detail::MatmulArgs a{x, M, K, ldx, w, DType::BF16, N, bias, y, ldy, M > kGemvMaxRows && bf16_gemm_uses_dot()};
+    a.bf16_blocked = true;
+    avx512::matmul(a, runner_for(pool));
+    return;
+  }
+  // AVX2 and scalar: whole 8-row blocks are contiguous in both layouts, so
+  // each thread turns its chunk of blocks back into rows (thread scratch) and
+  // runs the row-major kernel on it.
+  // (GEMM regime: bigger chunks, since each chunk packs x again.)
+  const int64_t kChunkRows = M > kGemvMaxRows ? 256 : 64;
+  const int64_t n_chunks = (N + kChunkRows - 1) / kChunkRows;
+  pool.run(n_chunks, [&](int64_t c, int) {
+    const int64_t n0 = c * kChunkRows, rows = std::min(kChunkRows, N - n0);
+    auto* tmp = reinterpret_cast<uint16_t*>(detail::scratch(detail::kScratchTmp, (rows * K + 1) / 2));
+    unblock_bf16(w + n0 * K, rows, K, tmp);
+    const float* b = bias ? bias + n0 : nullptr;
+    if (isa == Isa::Avx2) {
+      const detail::MatmulArgs a{x, M, K, ldx, tmp, DType::BF16, rows, b, y + n0, ldy};
+      detail::Runner serial;  // n_threads 1: the kernel runs every task inline
+      avx2::matmul(a, serial);
+    } else {
+      reference::matmul(x, M, K, ldx, tmp, DType::BF16, rows, b, y + n0, ldy);
+    }
+  });
+}
+
 void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* y) {
   switch (active_isa()) {
     case Isa::Avx512: return avx512::rmsnorm(x, weight, n, eps, y);

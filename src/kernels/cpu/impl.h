@@ -38,7 +38,8 @@ struct MatmulArgs {
   const float* bias;
   float* y;
   int64_t ldy;
-  bool bf16_dot = false;  // BF16 weights, GEMM regime: x rounded to BF16, vdpbf16ps (see bf16_gemm in ops.h)
+  bool bf16_dot = false;      // BF16 weights, GEMM regime: x rounded to BF16, vdpbf16ps (see Bf16Gemm in ops.h)
+  bool bf16_blocked = false;  // BF16 weights in the blocked layout (matmul_bf16_blocked in ops.h)
 };
 
 // Quantized matmul (see matmul_q in ops.h): w->N rows, packed layout.

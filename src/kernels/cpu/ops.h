@@ -26,6 +26,21 @@ void force_isa(Isa isa);    // tests and benchmarks: pin an implementation
 void matmul(const float* x, int64_t M, int64_t K, int64_t ldx, const void* w, DType wdt, int64_t N,
             const float* bias, float* y, int64_t ldy, ThreadPool& pool);
 
+// BF16 weights in the blocked layout that decode streams best:
+//   [N/8][K/32][8 rows][32 k], i.e. W[n, k] at element
+//   ((n / 8) * (K / 32) + k / 32) * 256 + (n % 8) * 32 + k % 32,
+// so the GEMV reads the whole matrix as one sequential stream (row-major W is
+// read as several row streams at once, which the prefetchers serve at only
+// 0.6-0.7 of the bandwidth). Needs N % 8 == 0 and K % 32 == 0
+// (bf16_blockable); the converter stores BF16 projection matrices this way.
+// Same arguments and results as matmul() on the row-major matrix (the GEMM
+// regime follows set_bf16_gemm as well).
+bool bf16_blockable(int64_t N, int64_t K);
+void block_bf16(const uint16_t* rows, int64_t N, int64_t K, uint16_t* blocked);    // row-major -> blocked
+void unblock_bf16(const uint16_t* blocked, int64_t N, int64_t K, uint16_t* rows);  // blocked -> row-major
+void matmul_bf16_blocked(const float* x, int64_t M, int64_t K, int64_t ldx, const uint16_t* w, int64_t N,
+                         const float* bias, float* y, int64_t ldy, ThreadPool& pool);
+
 // BF16 weights in the prefill GEMM (M > 8 rows; decode GEMVs always keep x
 // f32): F32Fma widens W to f32 in registers (x stays f32); Bf16Dot rounds each
 // x value to BF16 (relative error <= 2^-9) and multiplies with vdpbf16ps
