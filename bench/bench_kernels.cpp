@@ -84,7 +84,9 @@ std::vector<float> random_vec(size_t n, uint32_t seed) {
 const char* dname(DType d) { return d == DType::F32 ? "f32" : d == DType::F16 ? "f16" : "bf16"; }
 
 // ---------------------------------------------------------------- matmul
-void run_matmul(benchmark::State& st, int64_t M, int64_t K, int64_t N, DType dt, int threads, bool cold) {
+// blocked: BF16 weights in the blocked layout (matmul_bf16_blocked); any bytes are valid BF16.
+void run_matmul(benchmark::State& st, int64_t M, int64_t K, int64_t N, DType dt, int threads, bool cold,
+                bool blocked = false) {
   const size_t wbytes = size_t(N * K) * rinfer::dtype_size(dt);
   auto& ar = arena();
   const size_t copies = cold ? std::max<size_t>(1, ar.size() / wbytes) : 1;
@@ -95,9 +97,15 @@ void run_matmul(benchmark::State& st, int64_t M, int64_t K, int64_t N, DType dt,
   const auto* base = static_cast<const uint8_t*>(ar.data());
   size_t i = 0;
   // warm up: page in / fault the arena copies used
-  kc::matmul(x.data(), M, K, K, base, dt, N, nullptr, y.data(), N, p);
+  auto mm = [&](const uint8_t* w) {
+    if (blocked)
+      kc::matmul_bf16_blocked(x.data(), M, K, K, reinterpret_cast<const uint16_t*>(w), N, nullptr, y.data(), N, p);
+    else
+      kc::matmul(x.data(), M, K, K, w, dt, N, nullptr, y.data(), N, p);
+  };
+  mm(base);
   for (auto _ : st) {
-    kc::matmul(x.data(), M, K, K, base + (i % copies) * wbytes, dt, N, nullptr, y.data(), N, p);
+    mm(base + (i % copies) * wbytes);
     ++i;
     benchmark::ClobberMemory();
   }
@@ -110,7 +118,7 @@ void run_matmul(benchmark::State& st, int64_t M, int64_t K, int64_t N, DType dt,
   else
     st.counters["peak_frac"] = benchmark::Counter(flops / (kPeakFlopsPerThread * threads),
                                                   benchmark::Counter::kIsIterationInvariantRate);
-  st.SetLabel(std::string(kc::isa_name(kc::active_isa())) + " " + kc::matmul_path(M, dt));
+  st.SetLabel(std::string(kc::isa_name(kc::active_isa())) + " " + kc::matmul_path(M, dt) + (blocked ? " blocked" : ""));
 }
 
 // ---------------------------------------------------------------- quantized matmul
@@ -296,6 +304,12 @@ void register_all() {
                            std::to_string(s.N) + "/threads:" + std::to_string(threads);
         reg(name, [=](benchmark::State& st) { run_matmul(st, 1, s.K, s.N, dt, threads, true); }, best);
       }
+  for (int threads : {1, 2})
+    for (const auto& s : decode) {
+      std::string name = std::string("gemv/cold/bf16-blocked/") + s.what + "/K" + std::to_string(s.K) + "xN" +
+                         std::to_string(s.N) + "/threads:" + std::to_string(threads);
+      reg(name, [=](benchmark::State& st) { run_matmul(st, 1, s.K, s.N, DType::BF16, threads, true, true); }, best);
+    }
   for (int threads : {1, 2}) {
     reg("gemv/hot/bf16/gate_up/K2048xN5632/threads:" + std::to_string(threads),
         [=](benchmark::State& st) { run_matmul(st, 1, 2048, 5632, DType::BF16, threads, false); }, best);

@@ -129,7 +129,10 @@ Runner add_bench(CLI::App& app) {
                    j["matmul_path_prefill"].get<std::string>(), " (", j["quant"].get<std::string>(), ", group ",
                    s->lm.group_size, ")\n");
     } else {
-      j["matmul_path_decode"] = kernels::cpu::matmul_path(1, s->lm.dtype);
+      // BF16 matrices stored blocked (the converter's default) take the blocked GEMV.
+      bool blocked = false;
+      for (const auto& [name, t] : s->lm.weights->tensors()) blocked |= t.dtype == DType::BF16 && t.shape.size() == 4;
+      j["matmul_path_decode"] = std::string(kernels::cpu::matmul_path(1, s->lm.dtype)) + (blocked ? "-blocked" : "");
       j["matmul_path_prefill"] = kernels::cpu::matmul_path(o->prompt_len, s->lm.dtype);
       qpaths = str("  matmul paths    decode ", j["matmul_path_decode"].get<std::string>(), ", prefill ",
                    j["matmul_path_prefill"].get<std::string>(), "\n");

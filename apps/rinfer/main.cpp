@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
+#include "kernels/cpu/ops.h"
 
 namespace {
 // Every error is one line, whatever bytes a path or message carries.
@@ -57,6 +58,7 @@ int main(int argc, char** argv) {
     return usage_error(e.what());
   }
   try {
+    rinfer::kernels::cpu::active_isa();  // a bad RINFER_ISA is an error here, before any work
     for (auto* sub : app.get_subcommands()) return runners.at(sub)();
   } catch (const CLI::ParseError& e) {  // option combinations a runner checks itself
     return usage_error(e.what());

@@ -54,10 +54,16 @@ bool quantizable(const TensorSpec& spec) {
 }
 
 // The BF16 matrices stored blocked (ConvertOptions::bf16_blocked): what
-// Linear multiplies by (the quantizable ones plus lm_head), shape permitting.
-bool blockable(const TensorSpec& spec, DType dt) {
-  if (dt != DType::BF16 || spec.role != TensorRole::Matrix || spec.shape.size() != 2) return false;
-  if (!quantizable(spec) && spec.name != "lm_head.weight") return false;
+// Linear multiplies by (the quantizable ones plus lm_head), and the token
+// embeddings when they are tied to the output layer (the decoder gathers
+// its rows from the blocked layout), shape permitting.
+bool blockable(const TensorSpec& spec, DType dt, bool tied_embeddings) {
+  if (dt != DType::BF16 || spec.shape.size() != 2) return false;
+  if (spec.role == TensorRole::Embedding) {
+    if (!tied_embeddings) return false;
+  } else if (spec.role != TensorRole::Matrix || (!quantizable(spec) && spec.name != "lm_head.weight")) {
+    return false;
+  }
   return kc::bf16_blockable(spec.shape[0], spec.shape[1]);
 }
 }  // namespace
@@ -184,7 +190,7 @@ ConvertStats convert_tensors(const HfCheckpoint& hf, const ConvertOptions& opts,
       const DType dt = spec.role == TensorRole::Vector ? DType::F32 : opts.dtype;
       Buffer b = convert_one(hf, spec, dt, stage);
       stats.bytes_out += b.size();
-      if (opts.bf16_blocked && blockable(spec, dt)) {
+      if (opts.bf16_blocked && blockable(spec, dt, hf.config.tie_word_embeddings)) {
         // In place, 8 rows at a time: rows [8i, 8i + 8) occupy the same bytes
         // in both layouts, so only one 8-row group is ever copied.
         const int64_t N = spec.shape[0], K = spec.shape[1];

@@ -71,6 +71,12 @@ const std::vector<SynthPreset>& synth_presets() {
     q3["model_type"] = "qwen3";
     q3["head_dim"] = 128;
     p.push_back({"qwen3-8b", "qwen3", "Qwen3-8B shapes: 36 layers, hidden 4096, GQA 32/8, head_dim 128, q/k norms", q3});
+    json q06 = llama_config(1024, 3072, 28, 16, 8, 151936, 40960, 1e-6, 1000000.0, true);
+    q06["architectures"] = {"Qwen3ForCausalLM"};
+    q06["model_type"] = "qwen3";
+    q06["head_dim"] = 128;
+    p.push_back({"qwen3-0.6b", "qwen3",
+                 "Qwen3-0.6B shapes: 28 layers, hidden 1024, GQA 16/8, head_dim 128 (q width 2048), tied", q06});
     json qm = llama_config(3584, 18944, 28, 28, 4, 151936, 32768, 1e-6, 1000000.0, false);
     qm["architectures"] = {"Qwen2MoeForCausalLM"};
     qm["model_type"] = "qwen2_moe";

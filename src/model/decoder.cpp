@@ -13,7 +13,12 @@ Decoder::Decoder(const ModelConfig& cfg, ThreadPool& pool, TensorView embed, std
       lm_head_(lm_head), kv_shape_(kv_shape) {
   RINFER_CHECK(embed_.dtype == DType::F32 || embed_.dtype == DType::F16 || embed_.dtype == DType::BF16,
                "token embeddings: unsupported dtype ", dtype_name(embed_.dtype));
-  RINFER_CHECK(embed_.shape.size() == 2 && embed_.shape[0] == cfg.vocab_size && embed_.shape[1] == cfg.hidden_size,
+  // [V, H], or BF16 blocked [V/8, H/32, 8, 32] (tied embeddings, see llama_layout.cpp).
+  embed_blocked_ = embed_.dtype == DType::BF16 && embed_.shape.size() == 4;
+  const Shape blocked = {cfg.vocab_size / 8, cfg.hidden_size / 32, 8, 32};
+  RINFER_CHECK(embed_blocked_ ? kernels::cpu::bf16_blockable(cfg.vocab_size, cfg.hidden_size) && embed_.shape == blocked
+                              : embed_.shape.size() == 2 && embed_.shape[0] == cfg.vocab_size &&
+                                    embed_.shape[1] == cfg.hidden_size,
                "token embeddings have shape ", shape_str(embed_.shape), ", expected [", cfg.vocab_size, ", ",
                cfg.hidden_size, "]");
 }
@@ -62,7 +67,13 @@ void Decoder::forward(std::span<const BatchItem> batch, KVCache& kv, float* logi
                    cfg_.vocab_size, ")");
       tok_item_[t] = int64_t(b);
       tok_pos_[t] = batch[b].start_pos + int64_t(i);
-      convert_to_f32(embed_.dtype, embed_.as<uint8_t>() + size_t(id) * H * esz, x + t * H, size_t(H));
+      if (embed_blocked_) {
+        // Row id is 32-value pieces, one per 8 x 32 tile of its 8-row group.
+        const auto* e = embed_.as<uint16_t>() + (int64_t(id) / 8) * 8 * H + (id % 8) * 32;
+        for (int64_t k = 0; k < H; k += 32) convert_to_f32(DType::BF16, e + k * 8, x + t * H + k, 32);
+      } else {
+        convert_to_f32(embed_.dtype, embed_.as<uint8_t>() + size_t(id) * H * esz, x + t * H, size_t(H));
+      }
     }
   ForwardContext ctx{batch, tok_pos_.data(), tok_item_.data(), T, max_ctx, &kv, &pool_, &ws_};
   for (int64_t l = 0; l < int64_t(layers_.size()); ++l) {

@@ -34,6 +34,7 @@ class Decoder : public Model {
   ModelConfig cfg_;
   ThreadPool& pool_;
   TensorView embed_;
+  bool embed_blocked_ = false;  // BF16 [V/8, H/32, 8, 32]
   std::vector<DecoderLayer> layers_;
   RMSNorm final_norm_;
   Linear lm_head_;

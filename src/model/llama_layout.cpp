@@ -87,10 +87,17 @@ std::unique_ptr<Model> make_llama_decoder(const ModelConfig& c, const WeightStor
     L.ffn = ffn(l);
     layers.push_back(std::move(L));
   }
-  TensorView embed = w.get("model.embed_tokens.weight", {c.vocab_size, c.hidden_size});
+  // Tied embeddings may be stored blocked (BF16 [V/8, H/32, 8, 32]): the
+  // output layer then takes the blocked GEMV and the decoder gathers rows.
+  const char* embed_name = "model.embed_tokens.weight";
+  const auto eit = w.tensors().find(embed_name);
+  const bool embed_blocked = c.tie_word_embeddings && eit != w.tensors().end() && eit->second.dtype == DType::BF16 &&
+                             eit->second.shape.size() == 4;
+  const TensorView embed = embed_blocked ? eit->second : w.get(embed_name, {c.vocab_size, c.hidden_size});
   Linear head;
   if (c.tie_word_embeddings) {
     head.weight = embed;
+    head.blocked = embed_blocked;
     head.in = c.hidden_size;
     head.out = c.vocab_size;
   } else {

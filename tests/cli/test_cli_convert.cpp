@@ -145,6 +145,16 @@ TEST(CliConvert, Bf16BlockedAndRowLayouts) {
     r = run_rinfer("validate --golden " + quote(golden_dir("llama")) + " --model " + quote(m.string()) + " --threads 2");
     EXPECT_EQ(r.code, 0) << m << r.out << r.err;
   }
+  // Tied embeddings (qwen2 golden) are blocked too: the output layer streams
+  // them with the blocked GEMV and the decoder gathers token rows from tiles.
+  const fs::path tied = tmp.path / "tied";
+  convert_ok(golden_dir("qwen2") + "/hf", tied, "bf16");
+  const json dt = read_json(tied / "model_desc.json");
+  const json& e = dt.at("tensors").at("model.embed_tokens.weight");
+  EXPECT_EQ(e.at("layout"), "bf16-blocked-8x32");
+  EXPECT_EQ(e.at("stored_shape"), json::array({64, 4, 8, 32}));
+  r = run_rinfer("validate --golden " + quote(golden_dir("qwen2")) + " --model " + quote(tied.string()) + " --threads 2");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
   // An unknown layout in model_desc.json.
   json bad = db;
   bad["tensors"]["model.layers.0.self_attn.q_proj.weight"]["layout"] = "bf16-tiles-4x4";

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "core/cpu_features.h"
 #include "core/dtype.h"
@@ -16,7 +17,27 @@
 namespace rinfer::kernels::cpu {
 
 namespace {
-std::atomic<int> g_forced{-1};
+// The forced ISA: -1 none, -2 not read from RINFER_ISA yet.
+std::atomic<int> g_forced{-2};
+
+// RINFER_ISA=scalar|avx2|avx512 pins the kernels (as force_isa), e.g. to run
+// the AVX2 path on an AVX-512 machine; a level the CPU lacks is clamped to
+// what it has. Any other value is an error.
+int isa_from_env() {
+  const char* e = std::getenv("RINFER_ISA");
+  if (!e || !*e) return -1;
+  const std::string v = e;
+  Isa isa;
+  if (v == "scalar")
+    isa = Isa::Scalar;
+  else if (v == "avx2")
+    isa = Isa::Avx2;
+  else if (v == "avx512")
+    isa = Isa::Avx512;
+  else
+    fail("RINFER_ISA=\"", v, "\": expected scalar, avx2 or avx512");
+  return std::min(int(isa), int(best_isa()));
+}
 
 // Per-thread grow-only scratch buffers (see detail::scratch).
 struct ScratchBuffers {
@@ -78,6 +99,11 @@ Isa best_isa() {
 
 Isa active_isa() {
   int forced = g_forced.load(std::memory_order_relaxed);
+  if (forced == -2) {
+    int expected = -2;
+    g_forced.compare_exchange_strong(expected, isa_from_env(), std::memory_order_relaxed);
+    forced = g_forced.load(std::memory_order_relaxed);
+  }
   return forced >= 0 ? Isa(forced) : best_isa();
 }
 

@@ -14,7 +14,7 @@ namespace rinfer::kernels::cpu {
 enum class Isa { Scalar, Avx2, Avx512 };
 const char* isa_name(Isa isa);
 Isa best_isa();             // what this CPU supports
-Isa active_isa();           // what the ops below use (best_isa() unless forced)
+Isa active_isa();           // what the ops below use (best_isa() unless forced or RINFER_ISA=scalar|avx2|avx512)
 void force_isa(Isa isa);    // tests and benchmarks: pin an implementation
 
 // y[m, n] = sum_k x[m, k] * W[n, k] + bias[n]

@@ -1,0 +1,43 @@
+// RINFER_ISA pins the kernel level for the whole CLI: how the AVX2 (and
+// scalar) paths of a machine without AVX-512 are run end to end here.
+#include <algorithm>
+#include <cstdlib>
+
+#include "cli_util.h"
+#include "kernels/cpu/ops.h"
+
+namespace rinfer::test::cli {
+namespace {
+
+struct EnvScope {
+  explicit EnvScope(const char* value) { setenv("RINFER_ISA", value, 1); }
+  ~EnvScope() { unsetenv("RINFER_ISA"); }
+};
+
+TEST(CliIsa, ForcedLevelsValidateAndReportThemselves) {
+  for (const char* isa : {"avx2", "scalar"}) {
+    SCOPED_TRACE(isa);
+    const bool supported = std::string(isa) == "scalar" || kernels::cpu::best_isa() >= kernels::cpu::Isa::Avx2;
+    ASSERT_TRUE(supported) << "this CPU has no AVX2";
+    EnvScope env(isa);
+    CmdResult r = run_rinfer("validate --golden " + quote(golden_dir("llama")) + " --threads 2");
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    TempDir tmp;
+    const fs::path out = tmp.path / "bench.json";
+    r = run_rinfer("bench --model " + quote(stories_hf()) +
+                   " --prompt-len 8 --gen-len 4 --samples 1 --warmup 0 --threads 1 --json " + quote(out.string()));
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(read_json(out).at("kernel_isa"), isa);
+  }
+}
+
+TEST(CliIsa, UnknownLevelIsAOneLineError) {
+  EnvScope env("avx1024");
+  CmdResult r = run_rinfer("run --model " + quote(stories_hf()) + " --prompt-ids 1,2 -n 1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("RINFER_ISA=\"avx1024\": expected scalar, avx2 or avx512"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+}  // namespace
+}  // namespace rinfer::test::cli
