@@ -14,6 +14,7 @@
 #include "core/process_stats.h"
 #include "kernels/cpu/ops.h"
 #include "runtime/generator.h"
+#include "rinfer_git_commit.h"  // generated at build time (cmake/git_commit.cmake)
 
 namespace rinfer::cli {
 

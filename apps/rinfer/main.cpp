@@ -8,6 +8,7 @@
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "kernels/cpu/ops.h"
+#include "rinfer_git_commit.h"  // generated at build time (cmake/git_commit.cmake)
 
 namespace {
 // Every error is one line, whatever bytes a path or message carries.
