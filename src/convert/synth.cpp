@@ -88,6 +88,13 @@ const std::vector<SynthPreset>& synth_presets() {
     qm["decoder_sparse_step"] = 1;
     p.push_back({"qwen2-57b-a14b", "qwen2_moe",
                  "Qwen2-57B-A14B shapes: 28 layers, 64 experts top-8 (2560) + shared expert (20480)", qm});
+    json q3m = llama_config(2048, 6144, 48, 32, 4, 151936, 40960, 1e-6, 1000000.0, false);
+    q3m["architectures"] = {"Qwen3MoeForCausalLM"};
+    q3m["model_type"] = "qwen3_moe";
+    q3m.update({{"head_dim", 128}, {"num_experts", 128}, {"num_experts_per_tok", 8}, {"moe_intermediate_size", 768},
+                {"norm_topk_prob", true}, {"decoder_sparse_step", 1}, {"mlp_only_layers", json::array()}});
+    p.push_back({"qwen3-30b-a3b", "qwen3_moe",
+                 "Qwen3-30B-A3B shapes: 48 layers, hidden 2048, GQA 32/4, 128 experts top-8 (768)", q3m});
     json mx = llama_config(4096, 14336, 32, 32, 8, 32000, 32768, 1e-5, 1000000.0, false);
     mx["architectures"] = {"MixtralForCausalLM"};
     mx["model_type"] = "mixtral";
