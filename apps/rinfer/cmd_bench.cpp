@@ -1,6 +1,8 @@
 // rinfer bench: time to first token, prefill and decode throughput, peak RSS,
 // as mean ± std over samples after a warm-up, with the decode bandwidth the
-// weights demand (bytes per token × tokens/s).
+// weights demand (bytes per token × tokens/s) and the prefill matmul FLOP/s,
+// each divided by its roofline (read bandwidth, instruction peak) measured in
+// the same run.
 #include <cmath>
 #include <cstdio>
 
@@ -13,6 +15,7 @@
 #include "core/error.h"
 #include "core/process_stats.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/roofline.h"
 #include "runtime/generator.h"
 #include "rinfer_git_commit.h"  // generated at build time (cmake/git_commit.cmake)
 
@@ -41,6 +44,7 @@ Runner add_bench(CLI::App& app) {
     int64_t prompt_len = 128, gen_len = 128;
     int samples = 5, warmup = 1;
     double mem_bw = 0;
+    bool roofline = true;
     RuntimeOptions rt;
   };
   auto o = std::make_shared<Opts>();
@@ -50,8 +54,11 @@ Runner add_bench(CLI::App& app) {
   cmd->add_option("--gen-len", o->gen_len, "Generated tokens per sample")->check(integer_in(1));
   cmd->add_option("--samples", o->samples, "Measured runs")->check(integer_in(1, INT32_MAX));
   cmd->add_option("--warmup", o->warmup, "Unmeasured runs first")->check(integer_in(0, INT32_MAX));
-  cmd->add_option("--mem-bw", o->mem_bw, "Memory read bandwidth in GB/s (e.g. from membw.c) for the roofline ratio")
+  cmd->add_option("--mem-bw", o->mem_bw,
+                  "Memory read bandwidth in GB/s for the decode ratio (default: measured in this run after the samples)")
       ->check(number_in(0, INFINITY, /*min_exclusive=*/true));
+  cmd->add_flag("--roofline,!--no-roofline", o->roofline,
+                "Measure read bandwidth (1 GiB buffer) and the prefill instruction's peak in this run (default on)");
   cmd->add_option("--json", o->json_out, "Write the results as JSON to this file");
   add_runtime_options(cmd, o->rt);
   return [o]() -> int {
@@ -72,15 +79,25 @@ Runner add_bench(CLI::App& app) {
     go.max_new_tokens = o->gen_len;
     go.sampling.temperature = 0;  // greedy, no EOS stop: every sample decodes gen_len tokens
     for (int i = 0; i < o->warmup; ++i) gen.generate(prompt, go);
-    Series ttft, prefill_tps, decode_tps, rss;
+    Series ttft, prefill_tps, prefill_s, decode_tps, rss;
     for (int i = 0; i < o->samples; ++i) {
       reset_peak_rss();
       auto r = gen.generate(prompt, go);
       ttft.v.push_back(r.ttft_s * 1e3);
       prefill_tps.v.push_back(double(prompt.size()) / r.prefill_s);
+      prefill_s.v.push_back(r.prefill_s);
       decode_tps.v.push_back(r.n_decode_steps > 0 ? double(r.n_decode_steps) / r.decode_s : 0);
       rss.v.push_back(double(peak_rss_bytes()));
     }
+    // Prefill work: the multiply-adds the matmul kernels count for one prompt
+    // forward pass (max_new_tokens = 1: no decode step). Attention scores are
+    // not matmul kernels and not counted (a few percent at 512 tokens).
+    GenerateOptions one = go;
+    one.max_new_tokens = 1;
+    kernels::cpu::reset_matmul_macs();
+    gen.generate(prompt, one);
+    const double prefill_gflop = 2.0 * double(kernels::cpu::matmul_macs()) / 1e9;
+    const double prefill_gflops = prefill_gflop / prefill_s.mean();
     const uint64_t wbytes = s->lm.model->weight_bytes_per_token();
     const double bw = double(wbytes) * decode_tps.mean() / 1e9;
     const auto& cpu = cpu_features();
@@ -138,9 +155,35 @@ Runner add_bench(CLI::App& app) {
       qpaths = str("  matmul paths    decode ", j["matmul_path_decode"].get<std::string>(), ", prefill ",
                    j["matmul_path_prefill"].get<std::string>(), "\n");
     }
-    if (o->mem_bw > 0) {
-      j["mem_bw_gb_s"] = o->mem_bw;
-      j["decode_bandwidth_ratio"] = bw / o->mem_bw;
+    // The roofline, measured now (after the samples, so that neither the
+    // probe's buffer nor its time shows in them) on the same threads.
+    j["prefill_matmul_gflop"] = prefill_gflop;
+    j["prefill_matmul_gflop_s"] = prefill_gflops;
+    const std::string ppath = j["matmul_path_prefill"].get<std::string>();
+    double peak = 0;
+    std::string peak_name;
+    if (o->roofline && ppath.find("scalar") == std::string::npos) {
+      const auto kind = ppath.find("vnni") != std::string::npos       ? kernels::cpu::PeakKind::Int8Dot
+                        : ppath.find("dot-gemm") != std::string::npos ? kernels::cpu::PeakKind::Bf16Dot
+                                                                      : kernels::cpu::PeakKind::F32Fma;
+      peak = kernels::cpu::measure_peak_gops(kind, *s->pool);
+      peak_name = kernels::cpu::peak_kind_name(kind);
+    }
+    if (peak > 0) {
+      j["peak_kind"] = peak_name;
+      j["peak_gops"] = peak;
+      j["prefill_peak_ratio"] = prefill_gflops / peak;
+    }
+    double mem_bw = o->mem_bw;
+    if (mem_bw > 0) {
+      j["mem_bw_source"] = "given";
+    } else if (o->roofline) {
+      mem_bw = kernels::cpu::measure_read_bandwidth_gbs(*s->pool);
+      j["mem_bw_source"] = "measured";
+    }
+    if (mem_bw > 0) {
+      j["mem_bw_gb_s"] = mem_bw;
+      j["decode_bandwidth_ratio"] = bw / mem_bw;
     }
     std::printf("model %s (%s, %s weights, %s KV cache, %d threads, %s)\n", s->lm.name.c_str(),
                 cfg.architecture.c_str(), s->lm.weight_format().c_str(), kv_dtype_name(s->kv->dtype()).c_str(),
@@ -149,12 +192,18 @@ Runner add_bench(CLI::App& app) {
                 (long long)o->gen_len, o->samples, o->warmup);
     std::printf("  TTFT            %10.1f ± %.1f ms\n", ttft.mean(), ttft.std());
     std::printf("  prefill         %10.1f ± %.1f tokens/s\n", prefill_tps.mean(), prefill_tps.std());
+    std::printf("  prefill matmuls %10.1f GFLOP/s (%.1f GFLOP per prompt)", prefill_gflops, prefill_gflop);
+    if (peak > 0)
+      std::printf(" = %.2f of %.0f %s %s peak", prefill_gflops / peak, peak,
+                  peak_name == "int8-dot" ? "GOP/s" : "GFLOP/s", peak_name.c_str());
+    std::printf("\n");
     std::printf("  decode          %10.2f ± %.2f tokens/s (TPOT %.1f ms)\n", decode_tps.mean(), decode_tps.std(),
                 decode_tps.mean() > 0 ? 1e3 / decode_tps.mean() : 0.0);
     std::printf("%s", qpaths.c_str());
     std::printf("  peak RSS        %10.1f MB\n", rss.mean() / 1e6);
     std::printf("  weights/token   %10.1f MB -> %.1f GB/s while decoding", double(wbytes) / 1e6, bw);
-    if (o->mem_bw > 0) std::printf(" = %.2f of %.1f GB/s", bw / o->mem_bw, o->mem_bw);
+    if (mem_bw > 0)
+      std::printf(" = %.2f of %.1f GB/s (%s)", bw / mem_bw, mem_bw, o->mem_bw > 0 ? "--mem-bw" : "read, measured");
     std::printf("\n");
     if (!o->json_out.empty()) write_file_atomic(o->json_out, j.dump(2) + "\n");
     return 0;

@@ -27,7 +27,11 @@ TEST(CliIsa, ForcedLevelsValidateAndReportThemselves) {
     r = run_rinfer("bench --model " + quote(stories_hf()) +
                    " --prompt-len 8 --gen-len 4 --samples 1 --warmup 0 --threads 1 --json " + quote(out.string()));
     ASSERT_EQ(r.code, 0) << r.err;
-    EXPECT_EQ(read_json(out).at("kernel_isa"), isa);
+    const json j = read_json(out);
+    EXPECT_EQ(j.at("kernel_isa"), isa);
+    // The roofline probes run at the forced level too (scalar: no peak probe).
+    EXPECT_GT(j.at("mem_bw_gb_s").get<double>(), 0);
+    EXPECT_EQ(j.contains("peak_gops"), std::string(isa) == "avx2");
   }
 }
 

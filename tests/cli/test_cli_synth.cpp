@@ -92,6 +92,30 @@ TEST(CliBench, WritesJsonWithAllMetrics) {
   EXPECT_EQ(j.value("samples", 0), 2);
   EXPECT_EQ(j.value("prompt_len", 0), 8);
   EXPECT_EQ(j.value("gen_len", 0), 4);
+  // Prefill work as the matmul kernels counted it: every projection for the
+  // 8 prompt tokens, lm_head for the last one only.
+  const json c = read_json(t / "config.json");
+  const double H = c["hidden_size"], I = c["intermediate_size"], L = c["num_hidden_layers"], V = c["vocab_size"];
+  const double heads = c["num_attention_heads"], kvh = c.value("num_key_value_heads", heads), hd = H / heads;
+  const double per_token = L * (2 * H * heads * hd + 2 * H * kvh * hd + 3 * H * I);
+  EXPECT_DOUBLE_EQ(j.at("prefill_matmul_gflop").get<double>(), 2 * (8 * per_token + V * H) / 1e9);
+  EXPECT_GT(j.at("prefill_matmul_gflop_s").get<double>(), 0);
+  // The roofline is measured in the run unless --mem-bw gives the bandwidth.
+  EXPECT_EQ(j.value("mem_bw_source", ""), "measured");
+  EXPECT_GT(j.at("mem_bw_gb_s").get<double>(), 0);
+  EXPECT_GT(j.at("decode_bandwidth_ratio").get<double>(), 0);
+  EXPECT_EQ(j.value("peak_kind", ""), "f32-fma");  // f32 weights: the FMA GEMM
+  EXPECT_GT(j.at("peak_gops").get<double>(), 0);
+  EXPECT_DOUBLE_EQ(j.at("prefill_peak_ratio").get<double>(),
+                   j.at("prefill_matmul_gflop_s").get<double>() / j.at("peak_gops").get<double>());
+  r = run_rinfer("bench --model " + quote(t.string()) + " --prompt-len 8 --gen-len 4 --samples 1 --threads 1 " +
+                 "--mem-bw 12.5 --no-roofline --json " + quote(b.string()));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json g = read_json(b);
+  EXPECT_EQ(g.value("mem_bw_source", ""), "given");
+  EXPECT_EQ(g.at("mem_bw_gb_s").get<double>(), 12.5);
+  EXPECT_FALSE(g.contains("peak_gops"));
+  EXPECT_NE(r.out.find("of 12.5 GB/s (--mem-bw)"), std::string::npos) << r.out;
 }
 
 TEST(CliBench, RejectsBadRequests) {

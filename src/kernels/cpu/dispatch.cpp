@@ -114,6 +114,16 @@ void force_isa(Isa isa) {
 }
 
 namespace {
+std::atomic<uint64_t> g_matmul_macs{0};
+void count_macs(int64_t M, int64_t N, int64_t K) {
+  g_matmul_macs.fetch_add(uint64_t(M) * uint64_t(N) * uint64_t(K), std::memory_order_relaxed);
+}
+}  // namespace
+
+uint64_t matmul_macs() { return g_matmul_macs.load(std::memory_order_relaxed); }
+void reset_matmul_macs() { g_matmul_macs.store(0, std::memory_order_relaxed); }
+
+namespace {
 std::atomic<int> g_bf16_gemm{int(Bf16Gemm::Auto)};
 constexpr int64_t kGemvMaxRows = 8;  // avx2/avx512 matmul: GEMV up to this many rows (kGemvMaxM)
 
@@ -152,6 +162,7 @@ void matmul(const float* x, int64_t M, int64_t K, int64_t ldx, const void* w, DT
   RINFER_CHECK(wdt == DType::F32 || wdt == DType::F16 || wdt == DType::BF16,
                "matmul: unsupported weight dtype ", dtype_name(wdt));
   if (M <= 0 || N <= 0) return;
+  count_macs(M, N, K);
   if (K <= 0) {
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = 0; n < N; ++n) y[m * ldy + n] = bias ? bias[n] : 0.0f;
@@ -195,6 +206,7 @@ void matmul_bf16_blocked(const float* x, int64_t M, int64_t K, int64_t ldx, cons
                          const float* bias, float* y, int64_t ldy, ThreadPool& pool) {
   RINFER_CHECK(bf16_blockable(N, K), "matmul_bf16_blocked: ", N, " x ", K, " is not a multiple of 8 x 32");
   if (M <= 0) return;
+  count_macs(M, N, K);
   const Isa isa = active_isa();
   if (isa == Isa::Avx512) {
     detail::MatmulArgs a{x, M, K, ldx, w, DType::BF16, N, bias, y, ldy, M > kGemvMaxRows && bf16_gemm_uses_dot()};
@@ -425,6 +437,7 @@ void matmul_q(const float* x, int64_t M, int64_t K, int64_t ldx, const Quantized
   RINFER_CHECK(w.zeros == nullptr, "matmul_q: asymmetric (zero point) weights are not supported yet");
   RINFER_CHECK(w.data && w.scales, "matmul_q: weight without data or scales");
   if (M <= 0) return;
+  count_macs(M, w.N, K);
   const Isa isa = active_isa();
   if (isa == Isa::Scalar) {
     const int64_t n_blocks = quant_padded_rows(w.N) / 16;

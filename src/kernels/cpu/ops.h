@@ -26,6 +26,13 @@ void force_isa(Isa isa);    // tests and benchmarks: pin an implementation
 void matmul(const float* x, int64_t M, int64_t K, int64_t ldx, const void* w, DType wdt, int64_t N,
             const float* bias, float* y, int64_t ldy, ThreadPool& pool);
 
+// Multiply-adds done by matmul, matmul_bf16_blocked and matmul_q (M x N x K
+// per call, all threads) since the last reset: how `rinfer bench` turns the
+// prefill time into achieved FLOP/s without a per-model formula (MoE routing
+// decides how many expert rows a prompt really multiplies).
+uint64_t matmul_macs();
+void reset_matmul_macs();
+
 // BF16 weights in the blocked layout that decode streams best:
 //   [N/8][K/32][8 rows][32 k], i.e. W[n, k] at element
 //   ((n / 8) * (K / 32) + k / 32) * 256 + (n % 8) * 32 + k % 32,

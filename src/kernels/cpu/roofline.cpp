@@ -1,0 +1,99 @@
+#include "kernels/cpu/roofline.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.h"
+#include "kernels/cpu/ops.h"
+
+// The probes live in roofline_avx512.cpp / roofline_avx2.cpp (own -m flags).
+namespace rinfer::kernels::cpu::avx512 {
+double peak_loop(int kind, int64_t iters);
+int64_t peak_loop_macs(int kind);
+uint64_t read_stream(const void* p, size_t bytes);
+}  // namespace rinfer::kernels::cpu::avx512
+namespace rinfer::kernels::cpu::avx2 {
+double peak_loop_fma(int64_t iters);
+int64_t peak_loop_fma_macs();
+uint64_t read_stream(const void* p, size_t bytes);
+}  // namespace rinfer::kernels::cpu::avx2
+
+namespace rinfer::kernels::cpu {
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+volatile double g_sink_f = 0;
+volatile uint64_t g_sink_u = 0;
+
+uint64_t read_stream_scalar(const void* p, size_t bytes) {
+  const auto* v = static_cast<const uint64_t*>(p);
+  uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  for (size_t i = 0; i < bytes / 8; i += 4) s0 ^= v[i], s1 ^= v[i + 1], s2 ^= v[i + 2], s3 ^= v[i + 3];
+  return s0 ^ s1 ^ s2 ^ s3;
+}
+}  // namespace
+
+const char* peak_kind_name(PeakKind k) {
+  switch (k) {
+    case PeakKind::F32Fma: return "f32-fma";
+    case PeakKind::Bf16Dot: return "bf16-dot";
+    case PeakKind::Int8Dot: return "int8-dot";
+  }
+  return "?";
+}
+
+double measure_peak_gops(PeakKind k, ThreadPool& pool) {
+  const Isa isa = active_isa();
+  int64_t macs_per_iter = 0;
+  if (isa == Isa::Avx512)
+    macs_per_iter = avx512::peak_loop_macs(int(k));
+  else if (isa == Isa::Avx2 && k == PeakKind::F32Fma)
+    macs_per_iter = avx2::peak_loop_fma_macs();
+  if (macs_per_iter == 0) return 0;
+  // About 10-20 ms per run at one instruction per cycle.
+  const int64_t iters = int64_t(40'000'000) / 12;
+  const int n = pool.size();
+  double best = 0;
+  for (int rep = 0; rep < 6; ++rep) {  // the first run warms the clocks up
+    const auto t0 = std::chrono::steady_clock::now();
+    pool.run(n, [&](int64_t, int) {
+      const double r = isa == Isa::Avx512 ? avx512::peak_loop(int(k), iters) : avx2::peak_loop_fma(iters);
+      g_sink_f = g_sink_f + r;
+    });
+    const double dt = seconds_since(t0);
+    if (rep > 0) best = std::max(best, 2.0 * double(macs_per_iter) * double(iters) * n / dt / 1e9);
+  }
+  return best;
+}
+
+double measure_read_bandwidth_gbs(ThreadPool& pool, size_t bytes, int reps) {
+  const int n = pool.size();
+  const size_t chunk = bytes / size_t(n) / 256 * 256;
+  RINFER_CHECK(chunk > 0, "read bandwidth probe: buffer too small");
+  auto* buf = static_cast<uint8_t*>(std::aligned_alloc(2 << 20, chunk * size_t(n)));
+  RINFER_CHECK(buf != nullptr, "read bandwidth probe: cannot allocate ", chunk * size_t(n), " bytes");
+  std::memset(buf, 1, chunk * size_t(n));  // fault the pages in
+  const Isa isa = active_isa();
+  double best = 0;
+  for (int rep = 0; rep <= reps; ++rep) {  // rep 0 warms up
+    const auto t0 = std::chrono::steady_clock::now();
+    pool.run(n, [&](int64_t task, int) {
+      const uint8_t* p = buf + size_t(task) * chunk;
+      const uint64_t r = isa == Isa::Avx512 ? avx512::read_stream(p, chunk)
+                         : isa == Isa::Avx2 ? avx2::read_stream(p, chunk)
+                                            : read_stream_scalar(p, chunk);
+      g_sink_u = g_sink_u ^ r;
+    });
+    const double dt = seconds_since(t0);
+    if (rep > 0) best = std::max(best, double(chunk) * n / dt / 1e9);
+  }
+  std::free(buf);
+  return best;
+}
+
+}  // namespace rinfer::kernels::cpu

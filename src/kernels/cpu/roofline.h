@@ -1,0 +1,31 @@
+#pragma once
+// The machine's own limits, measured in the process that is being measured:
+// the memory read bandwidth decode is bounded by, and the peak rate of the
+// multiply instructions prefill is bounded by. `rinfer bench` divides what
+// it achieved by these (same run, same threads), so a ratio does not depend
+// on a figure taken on another day on a noisy shared machine.
+#include <cstddef>
+
+#include "core/thread_pool.h"
+
+namespace rinfer::kernels::cpu {
+
+// The instruction whose register-only throughput bounds a matmul path.
+enum class PeakKind {
+  F32Fma,   // vfmadd on f32 (f32 weights, BF16 "fma" GEMM)
+  Bf16Dot,  // vdpbf16ps (BF16 "dot" GEMM)
+  Int8Dot,  // vpdpbusd (W8A8 / W4A8 GEMM)
+};
+const char* peak_kind_name(PeakKind k);
+
+// Peak rate in G ops/s (a multiply-add counts 2) of `k`'s instruction at the
+// active ISA level (active_isa()), on all of the pool's threads at once: best
+// of a few short register-only runs. 0 when that level lacks the instruction.
+double measure_peak_gops(PeakKind k, ThreadPool& pool);
+
+// Read bandwidth in GB/s: every thread of the pool streams its share of a
+// `bytes` buffer (anonymous memory, like the weights); best of `reps` passes
+// after one warm-up pass. The buffer is freed before returning.
+double measure_read_bandwidth_gbs(ThreadPool& pool, size_t bytes = size_t(1) << 30, int reps = 5);
+
+}  // namespace rinfer::kernels::cpu
