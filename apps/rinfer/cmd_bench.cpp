@@ -79,7 +79,9 @@ Runner add_bench(CLI::App& app) {
     go.max_new_tokens = o->gen_len;
     go.sampling.temperature = 0;  // greedy, no EOS stop: every sample decodes gen_len tokens
     for (int i = 0; i < o->warmup; ++i) gen.generate(prompt, go);
-    Series ttft, prefill_tps, prefill_s, decode_tps, rss;
+    Series ttft, prefill_tps, prefill_s, decode_tps, rss, probe_bw, bw_ratio;
+    const uint64_t wbytes = s->lm.model->weight_bytes_per_token();
+    const bool measure_bw = o->roofline && o->mem_bw == 0;
     for (int i = 0; i < o->samples; ++i) {
       reset_peak_rss();
       auto r = gen.generate(prompt, go);
@@ -88,6 +90,13 @@ Runner add_bench(CLI::App& app) {
       prefill_s.v.push_back(r.prefill_s);
       decode_tps.v.push_back(r.n_decode_steps > 0 ? double(r.n_decode_steps) / r.decode_s : 0);
       rss.v.push_back(double(peak_rss_bytes()));
+      // The machine's bandwidth drifts over seconds (shared hosts): probe it
+      // right after each sample (its buffer is freed before the next one, so
+      // it never shows in the RSS) and divide sample by sample.
+      if (measure_bw && r.n_decode_steps > 0) {
+        probe_bw.v.push_back(kernels::cpu::measure_read_bandwidth_gbs(*s->pool));
+        bw_ratio.v.push_back(double(wbytes) * decode_tps.v.back() / 1e9 / probe_bw.v.back());
+      }
     }
     // Prefill work: the multiply-adds the matmul kernels count for one prompt
     // forward pass (max_new_tokens = 1: no decode step). Attention scores are
@@ -98,7 +107,6 @@ Runner add_bench(CLI::App& app) {
     gen.generate(prompt, one);
     const double prefill_gflop = 2.0 * double(kernels::cpu::matmul_macs()) / 1e9;
     const double prefill_gflops = prefill_gflop / prefill_s.mean();
-    const uint64_t wbytes = s->lm.model->weight_bytes_per_token();
     const double bw = double(wbytes) * decode_tps.mean() / 1e9;
     const auto& cpu = cpu_features();
     nlohmann::json j = {
@@ -123,6 +131,9 @@ Runner add_bench(CLI::App& app) {
         {"peak_rss_bytes", rss.mean()},
         {"peak_rss_bytes_std", rss.std()},
         {"weight_bytes_per_token", wbytes},
+        {"weight_bytes_total", s->lm.weights->total_bytes()},
+        {"kv_cache_bytes", uint64_t(s->kv->bytes())},
+        {"peak_rss_over_weights_and_kv", rss.mean() / double(s->lm.weights->total_bytes() + s->kv->bytes())},
         {"decode_weight_bandwidth_gb_s", bw},
         {"cpu", cpu.model_name},
         {"cpu_features", cpu.summary()},
@@ -174,16 +185,19 @@ Runner add_bench(CLI::App& app) {
       j["peak_gops"] = peak;
       j["prefill_peak_ratio"] = prefill_gflops / peak;
     }
-    double mem_bw = o->mem_bw;
-    if (mem_bw > 0) {
+    double mem_bw = 0, bw_frac = 0;
+    if (o->mem_bw > 0) {
+      mem_bw = o->mem_bw, bw_frac = bw / mem_bw;
       j["mem_bw_source"] = "given";
-    } else if (o->roofline) {
-      mem_bw = kernels::cpu::measure_read_bandwidth_gbs(*s->pool);
+    } else if (!probe_bw.v.empty()) {
+      mem_bw = probe_bw.mean(), bw_frac = bw_ratio.mean();
       j["mem_bw_source"] = "measured";
+      j["mem_bw_gb_s_std"] = probe_bw.std();
+      j["decode_bandwidth_ratio_std"] = bw_ratio.std();
     }
     if (mem_bw > 0) {
       j["mem_bw_gb_s"] = mem_bw;
-      j["decode_bandwidth_ratio"] = bw / mem_bw;
+      j["decode_bandwidth_ratio"] = bw_frac;
     }
     std::printf("model %s (%s, %s weights, %s KV cache, %d threads, %s)\n", s->lm.name.c_str(),
                 cfg.architecture.c_str(), s->lm.weight_format().c_str(), kv_dtype_name(s->kv->dtype()).c_str(),
@@ -200,10 +214,13 @@ Runner add_bench(CLI::App& app) {
     std::printf("  decode          %10.2f ± %.2f tokens/s (TPOT %.1f ms)\n", decode_tps.mean(), decode_tps.std(),
                 decode_tps.mean() > 0 ? 1e3 / decode_tps.mean() : 0.0);
     std::printf("%s", qpaths.c_str());
-    std::printf("  peak RSS        %10.1f MB\n", rss.mean() / 1e6);
+    std::printf("  peak RSS        %10.1f MB = %.2f x (weights %.1f MB + KV cache %.1f MB)\n", rss.mean() / 1e6,
+                rss.mean() / double(s->lm.weights->total_bytes() + s->kv->bytes()),
+                double(s->lm.weights->total_bytes()) / 1e6, double(s->kv->bytes()) / 1e6);
     std::printf("  weights/token   %10.1f MB -> %.1f GB/s while decoding", double(wbytes) / 1e6, bw);
     if (mem_bw > 0)
-      std::printf(" = %.2f of %.1f GB/s (%s)", bw / mem_bw, mem_bw, o->mem_bw > 0 ? "--mem-bw" : "read, measured");
+      std::printf(" = %.2f of %.1f GB/s (%s)", bw_frac, mem_bw,
+                  o->mem_bw > 0 ? "--mem-bw" : "read, measured after each sample");
     std::printf("\n");
     if (!o->json_out.empty()) write_file_atomic(o->json_out, j.dump(2) + "\n");
     return 0;

@@ -92,6 +92,13 @@ TEST(CliBench, WritesJsonWithAllMetrics) {
   EXPECT_EQ(j.value("samples", 0), 2);
   EXPECT_EQ(j.value("prompt_len", 0), 8);
   EXPECT_EQ(j.value("gen_len", 0), 4);
+  // Memory accounting: weights and the preallocated KV cache, and peak RSS
+  // over their sum (the process itself adds a few MB to a tiny model).
+  EXPECT_GT(j.at("weight_bytes_total").get<double>(), j.at("weight_bytes_per_token").get<double>());
+  EXPECT_GT(j.at("kv_cache_bytes").get<double>(), 0);
+  EXPECT_DOUBLE_EQ(j.at("peak_rss_over_weights_and_kv").get<double>(),
+                   j.at("peak_rss_bytes").get<double>() /
+                       (j.at("weight_bytes_total").get<double>() + j.at("kv_cache_bytes").get<double>()));
   // Prefill work as the matmul kernels counted it: every projection for the
   // 8 prompt tokens, lm_head for the last one only.
   const json c = read_json(t / "config.json");

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <sys/mman.h>
+
 #include "core/error.h"
 #include "kernels/cpu/ops.h"
 
@@ -75,8 +77,11 @@ double measure_read_bandwidth_gbs(ThreadPool& pool, size_t bytes, int reps) {
   const int n = pool.size();
   const size_t chunk = bytes / size_t(n) / 256 * 256;
   RINFER_CHECK(chunk > 0, "read bandwidth probe: buffer too small");
-  auto* buf = static_cast<uint8_t*>(std::aligned_alloc(2 << 20, chunk * size_t(n)));
-  RINFER_CHECK(buf != nullptr, "read bandwidth probe: cannot allocate ", chunk * size_t(n), " bytes");
+  constexpr size_t kHuge = size_t(2) << 20;
+  const size_t total = (chunk * size_t(n) + kHuge - 1) / kHuge * kHuge;
+  auto* buf = static_cast<uint8_t*>(std::aligned_alloc(kHuge, total));
+  RINFER_CHECK(buf != nullptr, "read bandwidth probe: cannot allocate ", total, " bytes");
+  madvise(buf, total, MADV_HUGEPAGE);  // as core/buffer.cpp does for weights
   std::memset(buf, 1, chunk * size_t(n));  // fault the pages in
   const Isa isa = active_isa();
   double best = 0;

@@ -24,8 +24,9 @@ const char* peak_kind_name(PeakKind k);
 double measure_peak_gops(PeakKind k, ThreadPool& pool);
 
 // Read bandwidth in GB/s: every thread of the pool streams its share of a
-// `bytes` buffer (anonymous memory, like the weights); best of `reps` passes
-// after one warm-up pass. The buffer is freed before returning.
-double measure_read_bandwidth_gbs(ThreadPool& pool, size_t bytes = size_t(1) << 30, int reps = 5);
+// `bytes` buffer (anonymous memory with huge pages where the kernel allows,
+// like the weights); best of `reps` passes after one warm-up pass. The buffer
+// is freed before returning.
+double measure_read_bandwidth_gbs(ThreadPool& pool, size_t bytes = size_t(512) << 20, int reps = 3);
 
 }  // namespace rinfer::kernels::cpu
