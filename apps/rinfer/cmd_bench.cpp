@@ -133,6 +133,8 @@ Runner add_bench(CLI::App& app) {
         {"weight_bytes_per_token", wbytes},
         {"weight_bytes_total", s->lm.weights->total_bytes()},
         {"kv_cache_bytes", uint64_t(s->kv->bytes())},
+        {"kv_bytes_per_token", uint64_t(s->kv->bytes_per_token())},
+        {"n_layers", cfg.n_layers},
         {"peak_rss_over_weights_and_kv", rss.mean() / double(s->lm.weights->total_bytes() + s->kv->bytes())},
         {"decode_weight_bandwidth_gb_s", bw},
         {"cpu", cpu.model_name},

@@ -96,6 +96,14 @@ TEST(CliBench, WritesJsonWithAllMetrics) {
   // over their sum (the process itself adds a few MB to a tiny model).
   EXPECT_GT(j.at("weight_bytes_total").get<double>(), j.at("weight_bytes_per_token").get<double>());
   EXPECT_GT(j.at("kv_cache_bytes").get<double>(), 0);
+  EXPECT_EQ(j.at("n_layers"), read_json(t / "config.json").at("num_hidden_layers"));
+  // f32 KV cache (f32 weights): K and V of every layer.
+  {
+    const json c = read_json(t / "config.json");
+    const int64_t heads = c.at("num_attention_heads"), kv_heads = c.value("num_key_value_heads", heads);
+    const int64_t head_dim = c.at("hidden_size").get<int64_t>() / heads;
+    EXPECT_EQ(j.at("kv_bytes_per_token").get<int64_t>(), 2 * 4 * j.at("n_layers").get<int64_t>() * kv_heads * head_dim);
+  }
   EXPECT_DOUBLE_EQ(j.at("peak_rss_over_weights_and_kv").get<double>(),
                    j.at("peak_rss_bytes").get<double>() /
                        (j.at("weight_bytes_total").get<double>() + j.at("kv_cache_bytes").get<double>()));

@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""Markdown tables for docs/ from `rinfer bench --json` files.
+
+  scripts/perf_table.py precisions perf_data/DIR/*.json   # the precision table
+  scripts/perf_table.py families  perf_data/DIR/*.json    # the per-family decode table
+"""
+import json
+import os
+import sys
+
+
+def load(paths):
+    return [(os.path.basename(p)[:-5], json.load(open(p))) for p in sorted(paths)]
+
+
+def fmt_ratio(x, target):
+    s = "%.2f" % x
+    return "**%s**" % s if x >= target else s
+
+
+def precisions(rows):
+    print("| model | weights | threads | decode tok/s | weight MB/token | read GB/s (probe) | decode / bandwidth "
+          "| prefill tok/s | prefill GFLOP/s | / peak (instruction) | TTFT | peak RSS / (weights + KV) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name, d in rows:
+        print("| %s | %s | %d | %.2f ± %.2f | %.1f | %.1f | %s | %.1f | %.0f | %s (%.0f %s) | %.2f s | %.0f MB / %.0f MB = %.2f |" % (
+            name.rsplit("-", 2)[0], d["dtype"], d["threads"], d["decode_tokens_per_s"], d["decode_tokens_per_s_std"],
+            d["weight_bytes_per_token"] / 1e6, d["mem_bw_gb_s"], fmt_ratio(d["decode_bandwidth_ratio"], 0.8),
+            d["prefill_tokens_per_s"], d["prefill_matmul_gflop_s"], fmt_ratio(d["prefill_peak_ratio"], 0.5),
+            d["peak_gops"], d["peak_kind"], d["ttft_ms"] / 1e3, d["peak_rss_bytes"] / 1e6,
+            (d["weight_bytes_total"] + d["kv_cache_bytes"]) / 1e6, d["peak_rss_over_weights_and_kv"]))
+
+
+def families(rows):
+    print("| preset | architecture | layers run | decode tok/s (2 threads) | weight MB/token | decode / bandwidth "
+          "| prefill tok/s (128) | KV bytes/token | peak RSS |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name, d in rows:
+        preset, layers = name.rsplit("-L", 1)
+        print("| %s | %s | %s | %.2f | %.1f | %.2f | %.1f | %s | %.0f MB |" % (
+            preset, d["architecture"], "all" if layers == "0" else layers, d["decode_tokens_per_s"],
+            d["weight_bytes_per_token"] / 1e6, d.get("decode_bandwidth_ratio", 0), d["prefill_tokens_per_s"],
+            d.get("kv_bytes_per_token", "-"), d["peak_rss_bytes"] / 1e6))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3 or sys.argv[1] not in ("precisions", "families"):
+        sys.exit(__doc__)
+    {"precisions": precisions, "families": families}[sys.argv[1]](load(sys.argv[2:]))
