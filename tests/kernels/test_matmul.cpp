@@ -203,7 +203,8 @@ TEST(Matmul, DecodeShapesRoundedBound) {
 }
 
 // The blocked BF16 layout: every ISA (AVX-512 reads it directly, GEMV and
-// GEMM; AVX2 and scalar unblock chunks), both BF16 GEMM modes, against the
+// GEMM; AVX2 its GEMV, M <= 8; AVX2 GEMM and scalar unblock chunks), both
+// BF16 GEMM modes, against the
 // same reference on the row-major matrix.
 TEST(Matmul, BlockedBf16AllIsas) {
   uint32_t seed = 4000;

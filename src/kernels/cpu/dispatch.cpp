@@ -214,7 +214,13 @@ void matmul_bf16_blocked(const float* x, int64_t M, int64_t K, int64_t ldx, cons
     avx512::matmul(a, runner_for(pool));
     return;
   }
-  // AVX2 and scalar: whole 8-row blocks are contiguous in both layouts, so
+  if (isa == Isa::Avx2 && M <= kGemvMaxRows) {
+    detail::MatmulArgs a{x, M, K, ldx, w, DType::BF16, N, bias, y, ldy};
+    a.bf16_blocked = true;
+    avx2::matmul_bf16_blocked_gemv(a, runner_for(pool));
+    return;
+  }
+  // AVX2 GEMM and scalar: whole 8-row blocks are contiguous in both layouts, so
   // each thread turns its chunk of blocks back into rows (thread scratch) and
   // runs the row-major kernel on it.
   // (GEMM regime: bigger chunks, since each chunk packs x again.)

@@ -83,3 +83,8 @@ namespace rinfer::kernels::cpu::avx512 {
 // Decode GEMV with x quantized per (row, group), VNNI (M <= 4).
 void matmul_q_gemv_a8(const detail::QMatmulArgs& a, const detail::Runner& runner);
 }  // namespace rinfer::kernels::cpu::avx512
+
+namespace rinfer::kernels::cpu::avx2 {
+// Decode GEMV on BF16 weights stored blocked (M <= 8; see matmul_bf16_blocked in ops.h).
+void matmul_bf16_blocked_gemv(const detail::MatmulArgs& a, const detail::Runner& runner);
+}  // namespace rinfer::kernels::cpu::avx2
