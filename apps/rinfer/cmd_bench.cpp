@@ -55,10 +55,10 @@ Runner add_bench(CLI::App& app) {
   cmd->add_option("--samples", o->samples, "Measured runs")->check(integer_in(1, INT32_MAX));
   cmd->add_option("--warmup", o->warmup, "Unmeasured runs first")->check(integer_in(0, INT32_MAX));
   cmd->add_option("--mem-bw", o->mem_bw,
-                  "Memory read bandwidth in GB/s for the decode ratio (default: measured in this run after the samples)")
+                  "Memory read bandwidth in GB/s for the decode ratio (default: probed after each sample)")
       ->check(number_in(0, INFINITY, /*min_exclusive=*/true));
   cmd->add_flag("--roofline,!--no-roofline", o->roofline,
-                "Measure read bandwidth (1 GiB buffer) and the prefill instruction's peak in this run (default on)");
+                "Probe read bandwidth (512 MiB, after each sample) and the prefill instruction's peak (default on)");
   cmd->add_option("--json", o->json_out, "Write the results as JSON to this file");
   add_runtime_options(cmd, o->rt);
   return [o]() -> int {
@@ -168,17 +168,15 @@ Runner add_bench(CLI::App& app) {
       qpaths = str("  matmul paths    decode ", j["matmul_path_decode"].get<std::string>(), ", prefill ",
                    j["matmul_path_prefill"].get<std::string>(), "\n");
     }
-    // The roofline, measured now (after the samples, so that neither the
-    // probe's buffer nor its time shows in them) on the same threads.
+    // The compute roofline, measured now (after the samples, so that its time
+    // does not show in them) on the same threads.
     j["prefill_matmul_gflop"] = prefill_gflop;
     j["prefill_matmul_gflop_s"] = prefill_gflops;
     const std::string ppath = j["matmul_path_prefill"].get<std::string>();
     double peak = 0;
     std::string peak_name;
-    if (o->roofline && ppath.find("scalar") == std::string::npos) {
-      const auto kind = ppath.find("vnni") != std::string::npos       ? kernels::cpu::PeakKind::Int8Dot
-                        : ppath.find("dot-gemm") != std::string::npos ? kernels::cpu::PeakKind::Bf16Dot
-                                                                      : kernels::cpu::PeakKind::F32Fma;
+    kernels::cpu::PeakKind kind;
+    if (o->roofline && kernels::cpu::peak_kind_of_path(ppath, kind)) {
       peak = kernels::cpu::measure_peak_gops(kind, *s->pool);
       peak_name = kernels::cpu::peak_kind_name(kind);
     }

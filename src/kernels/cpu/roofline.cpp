@@ -49,6 +49,14 @@ const char* peak_kind_name(PeakKind k) {
   return "?";
 }
 
+bool peak_kind_of_path(std::string_view path, PeakKind& kind) {
+  if (path.find("scalar") != std::string_view::npos) return false;
+  kind = path.find("vnni") != std::string_view::npos       ? PeakKind::Int8Dot  // w8a8 / w4a8 VNNI
+         : path.find("dot-gemm") != std::string_view::npos ? PeakKind::Bf16Dot  // bf16-dot-gemm
+                                                           : PeakKind::F32Fma;  // fma GEMMs, dequant GEMMs, GEMVs
+  return true;
+}
+
 double measure_peak_gops(PeakKind k, ThreadPool& pool) {
   const Isa isa = active_isa();
   int64_t macs_per_iter = 0;

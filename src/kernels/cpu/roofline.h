@@ -5,6 +5,7 @@
 // it achieved by these (same run, same threads), so a ratio does not depend
 // on a figure taken on another day on a noisy shared machine.
 #include <cstddef>
+#include <string_view>
 
 #include "core/thread_pool.h"
 
@@ -17,6 +18,10 @@ enum class PeakKind {
   Int8Dot,  // vpdpbusd (W8A8 / W4A8 GEMM)
 };
 const char* peak_kind_name(PeakKind k);
+
+// The instruction bounding a matmul path named by matmul_path() /
+// matmul_q_path() (ops.h): false for the scalar paths, which have none.
+bool peak_kind_of_path(std::string_view path, PeakKind& kind);
 
 // Peak rate in G ops/s (a multiply-add counts 2) of `k`'s instruction at the
 // active ISA level (active_isa()), on all of the pool's threads at once: best
