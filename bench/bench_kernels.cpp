@@ -209,7 +209,11 @@ void BM_MemRead(benchmark::State& st, int threads) {
 }
 
 // ---------------------------------------------------------------- attention
-void BM_Attention(benchmark::State& st, DType dt, int64_t n_ctx, int head_dim, int n_kv_heads, int n_q_heads) {
+// rows: one attention_rows call per K/V head (the group's query heads share
+// its blocks) instead of attention_head per query head; bytes_per_second
+// counts the K/V bytes of every query head either way, so times compare.
+void BM_Attention(benchmark::State& st, DType dt, int64_t n_ctx, int head_dim, int n_kv_heads, int n_q_heads,
+                  bool rows = false) {
   const int bs = 16;
   const int64_t n_blocks = (n_ctx + bs - 1) / bs;
   const size_t esz = rinfer::dtype_size(dt);
@@ -225,11 +229,18 @@ void BM_Attention(benchmark::State& st, DType dt, int64_t n_ctx, int head_dim, i
   auto q = random_vec(size_t(n_q_heads) * head_dim, 5);
   std::vector<float> out(size_t(n_q_heads) * head_dim), scratch(static_cast<size_t>(n_ctx));
   const float scale = 1.0f / std::sqrt(float(head_dim));
+  const int group = n_q_heads / n_kv_heads;
+  std::vector<kc::AttnRow> row_list;
+  for (int h = 0; h < n_q_heads; ++h) row_list.push_back({q.data() + h * head_dim, out.data() + h * head_dim, n_ctx, 0.0f});
   for (auto _ : st) {
     // all query heads of one layer for one token (GQA: kv head = h / group)
-    for (int h = 0; h < n_q_heads; ++h)
-      kc::attention_head(q.data() + h * head_dim, kv, h / (n_q_heads / n_kv_heads), table.data(), n_ctx, scale, 0.0f,
-                         out.data() + h * head_dim, scratch.data());
+    if (rows) {
+      for (int g = 0; g < n_kv_heads; ++g) kc::attention_rows(row_list.data() + g * group, group, kv, g, table.data(), scale);
+    } else {
+      for (int h = 0; h < n_q_heads; ++h)
+        kc::attention_head(q.data() + h * head_dim, kv, h / group, table.data(), n_ctx, scale, 0.0f,
+                           out.data() + h * head_dim, scratch.data());
+    }
     benchmark::ClobberMemory();
   }
   // K and V bytes each query head reads
@@ -393,8 +404,9 @@ void register_all() {
     reg("membw/read/threads:" + std::to_string(threads), [=](benchmark::State& st) { BM_MemRead(st, threads); }, best);
   for (DType dt : {DType::F16, DType::BF16, DType::F32})
     for (int64_t n_ctx : {128, 512, 2048})
-      reg(std::string("attention/") + dname(dt) + "/32q4kv_hd64/ctx" + std::to_string(n_ctx),
-          [=](benchmark::State& st) { BM_Attention(st, dt, n_ctx, 64, 4, 32); }, best);
+      for (bool rows : {false, true})
+        reg(std::string("attention/") + dname(dt) + "/32q4kv_hd64/ctx" + std::to_string(n_ctx) + (rows ? "/rows" : ""),
+            [=](benchmark::State& st) { BM_Attention(st, dt, n_ctx, 64, 4, 32, rows); }, best);
   reg("attention/f16/8q8kv_hd128/ctx1024", [=](benchmark::State& st) { BM_Attention(st, DType::F16, 1024, 128, 8, 8); },
       best);
   for (int i = 0; i <= int(best); ++i) {

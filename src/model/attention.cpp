@@ -1,5 +1,6 @@
 #include "model/attention.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace rinfer {
@@ -38,7 +39,6 @@ void GqaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
   float* k = ws.get(Workspace::kK, size_t(T * NKV * D));
   float* v = ws.get(Workspace::kV, size_t(T * NKV * D));
   float* attn = ws.get(Workspace::kAttn, size_t(T * NH * D));
-  float* scores = ws.get(Workspace::kScores, size_t(pool.size()) * size_t(ctx.max_ctx));
   q_.forward(h, T, q, pool);
   k_.forward(h, T, k, pool);
   v_.forward(h, T, v, pool);
@@ -60,12 +60,36 @@ void GqaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
     const int64_t slot = int64_t(item.block_table[size_t(pos / bs)]) * bs + pos % bs;
     kc::store_kv(cache, slot, k + t * NKV * D, v + t * NKV * D);
   }
-  pool.run(T * NH, [&](int64_t task, int thread) {
-    const int64_t tok = task / NH, head = task % NH;
-    const BatchItem& item = ctx.batch[size_t(ctx.tok_item[tok])];
-    kc::attention_head(q + (tok * NH + head) * D, cache, int(head / group), item.block_table.data(),
-                       ctx.tok_pos[tok] + 1, scale_, alibi_.empty() ? 0.0f : alibi_[size_t(head)],
-                       attn + (tok * NH + head) * D, scores + int64_t(thread) * ctx.max_ctx);
+  // One task per (run of tokens of one sequence, K/V head, tile): the rows of
+  // a tile (query heads of the group x up to tq tokens) share every K/V block
+  // read. Decode with fewer (sequence, K/V head) pairs than threads splits a
+  // group's heads so that every thread has work.
+  const int64_t head_tile = std::min<int64_t>(group, kMaxAttnRows);
+  const int64_t tq = std::max<int64_t>(1, kMaxAttnRows / head_tile);
+  runs_.clear();
+  for (int64_t t = 0; t < T;) {
+    int64_t e = t + 1;
+    while (e < T && e - t < tq && ctx.tok_item[e] == ctx.tok_item[t]) ++e;
+    runs_.push_back({t, e - t});
+    t = e;
+  }
+  int64_t head_chunks = (group + head_tile - 1) / head_tile;
+  const int64_t pairs = int64_t(runs_.size()) * NKV * head_chunks;
+  if (pairs < pool.size()) head_chunks = std::min<int64_t>(group, head_chunks * ((pool.size() + pairs - 1) / pairs));
+  const int64_t heads_per_chunk = (group + head_chunks - 1) / head_chunks;
+  head_chunks = (group + heads_per_chunk - 1) / heads_per_chunk;
+  pool.run(int64_t(runs_.size()) * NKV * head_chunks, [&](int64_t task, int) {
+    const TokenRun run = runs_[size_t(task / (NKV * head_chunks))];
+    const int64_t kvh = task / head_chunks % NKV, h0 = kvh * group + task % head_chunks * heads_per_chunk;
+    const int64_t h1 = std::min(h0 + heads_per_chunk, (kvh + 1) * group);
+    kc::AttnRow rows[kMaxAttnRows];
+    int n = 0;
+    for (int64_t tok = run.t0; tok < run.t0 + run.n; ++tok)
+      for (int64_t head = h0; head < h1; ++head)
+        rows[n++] = {q + (tok * NH + head) * D, attn + (tok * NH + head) * D, ctx.tok_pos[tok] + 1,
+                     alibi_.empty() ? 0.0f : alibi_[size_t(head)]};
+    const BatchItem& item = ctx.batch[size_t(ctx.tok_item[run.t0])];
+    kc::attention_rows(rows, n, cache, int(kvh), item.block_table.data(), scale_);
   });
   o_.forward(attn, T, out, pool);
 }

@@ -34,6 +34,12 @@ class GqaAttention : public AttentionBlock {
   std::vector<float> alibi_;
   RMSNorm q_norm_, k_norm_;  // weight == nullptr: none
   float scale_;
+  // Attention tiles: at most this many (token, head) rows share a task's K/V reads.
+  static constexpr int64_t kMaxAttnRows = 16;
+  struct TokenRun {
+    int64_t t0, n;  // consecutive tokens of one sequence
+  };
+  std::vector<TokenRun> runs_;  // reused by forward (grows once, no per-token allocation)
 };
 
 // ALiBi slopes as in the ALiBi paper / HF Baichuan-13B and BLOOM: for a power

@@ -190,6 +190,36 @@ void check_attention(const AttnCase& c, uint32_t seed) {
             << isa_name(isa) << " " << dt_name(c.dt) << " hd=" << c.head_dim << " kvh=" << kv_head << "/"
             << c.n_kv_heads << " bs=" << c.block_size << " n_ctx=" << c.n_ctx << " alibi=" << c.alibi << " d=" << d;
     }
+    // attention_rows: several query rows sharing this K/V head, each with its
+    // own context length (prompt tokens: causal) and slope; each row must be
+    // attention_head's result within the same bound.
+    const int64_t lens[] = {c.n_ctx, std::max<int64_t>(0, c.n_ctx - 1), c.n_ctx / 2, 1, 0, c.n_ctx};
+    const int R = 6;
+    std::vector<std::vector<float>> qs, refs;
+    std::vector<double> bounds;
+    for (int r = 0; r < R; ++r) {
+      qs.push_back(random_floats(rng, size_t(c.head_dim), -c.q_scale, c.q_scale));
+      const float slope = c.alibi * float(r + 1);
+      std::vector<float> rr(static_cast<size_t>(c.head_dim)), sc(size_t(c.n_ctx) + 1);
+      reference::attention_head(qs[r].data(), kv, kv_head, table.data(), lens[r], scale, slope, rr.data(), sc.data());
+      refs.push_back(rr);
+      double qa = 0;
+      for (int d = 0; d < c.head_dim; ++d) qa += std::fabs(qs[r][d]);
+      const double se = (c.head_dim / 8.0 + 8) * u * scale * qa + 4 * u * std::fabs(slope) * c.n_ctx;
+      bounds.push_back(2 * se + 16 * u + (c.n_ctx / 2.0 + 4) * u);
+    }
+    for (Isa isa : supported_isas()) {
+      IsaScope scope(isa);
+      std::vector<std::vector<float>> outs(R, std::vector<float>(size_t(c.head_dim), 123.0f));
+      std::vector<AttnRow> rows;
+      for (int r = 0; r < R; ++r) rows.push_back({qs[r].data(), outs[r].data(), lens[r], c.alibi * float(r + 1)});
+      attention_rows(rows.data(), R, kv, kv_head, table.data(), scale);
+      for (int r = 0; r < R; ++r)
+        for (int d = 0; d < c.head_dim; ++d)
+          ASSERT_LE(std::fabs(outs[r][d] - refs[r][d]), bounds[r])
+              << "attention_rows " << isa_name(isa) << " " << dt_name(c.dt) << " hd=" << c.head_dim << " kvh="
+              << kv_head << " bs=" << c.block_size << " row " << r << " n_ctx=" << lens[r] << " d=" << d;
+    }
   }
 }
 

@@ -27,7 +27,14 @@ struct Runner {
 // floats; slot selects one of a few independent buffers. Never freed until the
 // thread exits, so hot paths allocate only the first time a size is seen.
 float* scratch(int slot, int64_t n);
-enum ScratchSlot : int { kScratchShared = 0, kScratchPanel = 1, kScratchTmp = 2, kScratchCount = 3 };
+enum ScratchSlot : int {
+  kScratchShared = 0,
+  kScratchPanel = 1,
+  kScratchTmp = 2,
+  kScratchAttnScores = 3,  // attention_rows: [row][n_ctx] scores
+  kScratchAttnBlock = 4,   // attention_rows: one K or V cache block widened to f32
+  kScratchCount = 5
+};
 
 struct MatmulArgs {
   const float* x;
@@ -69,6 +76,8 @@ void dequantize_rows(const QuantizedWeight& w, float* out);
   void softmax(float* x, int64_t n);                                                                \
   void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_t* block_table,   \
                       int64_t n_ctx, float scale, float alibi_slope, float* out, float* scratch);   \
+  void attention_rows(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_head,              \
+                      const int32_t* block_table, float scale);                                     \
   void convert_from_f32(DType to, const float* src, void* dst, int64_t n);                          \
   void store_kv_i8(const PagedKV& kv, int64_t slot, const float* k, const float* v);                \
   void quantize_row_i8(const float* x, int64_t n, int8_t* q, float* scale);                         \

@@ -870,6 +870,17 @@ void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_
   }
 }
 
+// AVX2: row by row (each row re-reads the K/V blocks; the shared-block
+// version is AVX-512 only so far).
+void attention_rows(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_head, const int32_t* block_table,
+                    float scale) {
+  int64_t n_max = 0;
+  for (int r = 0; r < n_rows; ++r) n_max = n_max > rows[r].n_ctx ? n_max : rows[r].n_ctx;
+  float* scores = detail::scratch(detail::kScratchAttnScores, n_max);
+  for (int r = 0; r < n_rows; ++r)
+    avx2::attention_head(rows[r].q, kv, kv_head, block_table, rows[r].n_ctx, scale, rows[r].alibi_slope, rows[r].out, scores);
+}
+
 void convert_from_f32(DType to, const float* src, void* dst, int64_t n) {
   if (to == DType::F32) {
     memcpy(dst, src, size_t(n) * sizeof(float));

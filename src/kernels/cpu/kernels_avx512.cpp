@@ -862,6 +862,208 @@ void attention_t(const float* q, const PagedKV& kv, int kv_head, const int32_t* 
   }
 }
 
+// ---------------------------------------------------------------- rows sharing one K/V head
+// attention_rows (ops.h): the query rows of a GQA group (and the tokens of a
+// prompt) read the same keys and values, so each chunk of cache blocks is
+// widened to contiguous f32 once (I8: times its per-slot scales; F32: copied,
+// so that rows stream one contiguous buffer) into an L2-resident buffer, and
+// every row's dot products / value sums run over the whole chunk from there.
+// Scores of all rows are kept ([row][n_ctx]) between the two passes.
+
+// dst[t][0 .. hd) = block token t of kv_head as f32, t < nt (I8: times its scale).
+template <DType T>
+void widen_block(const typename Ld<T>::E* src, int64_t token_stride, int hd, int64_t nt, const float* scales,
+                 int64_t scale_stride, float* dst) {
+  for (int64_t t = 0; t < nt; ++t) {
+    const typename Ld<T>::E* s = src + t * token_stride;
+    float* d = dst + t * hd;
+    __m512 sc = _mm512_set1_ps(1.0f);
+    if constexpr (T == DType::I8) sc = _mm512_set1_ps(scales[t * scale_stride]);
+    int i = 0;
+    for (; i + 16 <= hd; i += 16) {
+      __m512 v = Ld<T>::load(s + i);
+      if constexpr (T == DType::I8) v = _mm512_mul_ps(v, sc);
+      _mm512_storeu_ps(d + i, v);
+    }
+    if (i < hd) {
+      const __mmask16 m = tail_mask(hd - i);
+      __m512 v = Ld<T>::load(s + i, m);
+      if constexpr (T == DType::I8) v = _mm512_mul_ps(v, sc);
+      _mm512_mask_storeu_ps(d + i, m, v);
+    }
+  }
+}
+
+// scores[t] = scale * q . K_t + slope * (j0 + t - (n_ctx - 1)) for t < nt;
+// K_t = kf + t * hd. NV = hd / 16 when hd is a multiple of 16 up to 128 (q
+// then lives in registers), 0 for any other hd (masked tail loads).
+template <int NV>
+void row_scores(const float* q, const float* kf, int hd, int64_t nt, int64_t j0, int64_t n_ctx, float scale,
+                float slope, float* scores) {
+  __m512 qv[NV > 0 ? NV : 1];
+  if constexpr (NV > 0) {
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) qv[v] = _mm512_loadu_ps(q + 16 * v);
+  }
+  const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512 vscale = _mm512_set1_ps(scale), vslope = _mm512_set1_ps(slope);
+  for (int64_t t = 0; t < nt; t += 16) {
+    __m512 r[4];
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+      const int64_t tg = t + 4 * g;
+      const int nk = int(imax(0, imin(4, nt - tg)));
+      if (nk == 0) {
+        r[g] = _mm512_setzero_ps();
+        continue;
+      }
+      const float* kp[4];  // past the last key: repeat one (its lanes are not stored)
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) kp[i] = kf + (tg + (i < nk ? i : 0)) * hd;
+      if constexpr (NV > 0) {
+        __m512 acc[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) acc[i] = _mm512_mul_ps(qv[0], _mm512_loadu_ps(kp[i]));
+#pragma GCC unroll 8
+        for (int v = 1; v < NV; ++v)
+#pragma GCC unroll 4
+          for (int i = 0; i < 4; ++i) acc[i] = _mm512_fmadd_ps(qv[v], _mm512_loadu_ps(kp[i] + 16 * v), acc[i]);
+        r[g] = hsum4(acc[0], acc[1], acc[2], acc[3]);
+      } else {
+        r[g] = dot_rows4<DType::F32>(q, kp, hd);
+      }
+    }
+    const __m512 dots = sum_lanes4(r[0], r[1], r[2], r[3]);
+    const __m512 idx = _mm512_add_ps(_mm512_set1_ps(float(j0 + t - (n_ctx - 1))), iota);
+    _mm512_mask_storeu_ps(scores + t, tail_mask(nt - t), _mm512_fmadd_ps(dots, vscale, _mm512_mul_ps(vslope, idx)));
+  }
+}
+
+void row_scores_any(const float* q, const float* kf, int hd, int64_t nt, int64_t j0, int64_t n_ctx, float scale,
+                    float slope, float* scores) {
+  switch (hd % 16 == 0 && hd <= 128 ? hd / 16 : 0) {
+    case 1: return row_scores<1>(q, kf, hd, nt, j0, n_ctx, scale, slope, scores);
+    case 2: return row_scores<2>(q, kf, hd, nt, j0, n_ctx, scale, slope, scores);
+    case 3: return row_scores<3>(q, kf, hd, nt, j0, n_ctx, scale, slope, scores);
+    case 4: return row_scores<4>(q, kf, hd, nt, j0, n_ctx, scale, slope, scores);
+    case 5: return row_scores<5>(q, kf, hd, nt, j0, n_ctx, scale, slope, scores);
+    case 6: return row_scores<6>(q, kf, hd, nt, j0, n_ctx, scale, slope, scores);
+    case 7: return row_scores<7>(q, kf, hd, nt, j0, n_ctx, scale, slope, scores);
+    case 8: return row_scores<8>(q, kf, hd, nt, j0, n_ctx, scale, slope, scores);
+    default: return row_scores<0>(q, kf, hd, nt, j0, n_ctx, scale, slope, scores);
+  }
+}
+
+// out[d0 .. d0 + 16 NV) (masked to hd) (+)= sum_{t < nt} p[t] * V_t, V_t = vf + t * hd.
+template <int NV>
+void row_values(const float* p, const float* vf, int hd, int64_t nt, int d0, bool first, float* out) {
+  __mmask16 masks[NV];
+  __m512 acc0[NV], acc1[NV];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) {
+    masks[v] = tail_mask(imax(0, hd - d0 - v * 16));
+    acc0[v] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(masks[v], out + d0 + v * 16);
+    acc1[v] = _mm512_setzero_ps();
+  }
+  const float* vp = vf + d0;
+  int64_t t = 0;
+  for (; t + 2 <= nt; t += 2, vp += 2 * hd) {
+    const __m512 p0 = _mm512_set1_ps(p[t]), p1 = _mm512_set1_ps(p[t + 1]);
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      acc0[v] = _mm512_fmadd_ps(p0, _mm512_maskz_loadu_ps(masks[v], vp + v * 16), acc0[v]);
+      acc1[v] = _mm512_fmadd_ps(p1, _mm512_maskz_loadu_ps(masks[v], vp + hd + v * 16), acc1[v]);
+    }
+  }
+  if (t < nt) {
+    const __m512 p0 = _mm512_set1_ps(p[t]);
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc0[v] = _mm512_fmadd_ps(p0, _mm512_maskz_loadu_ps(masks[v], vp + v * 16), acc0[v]);
+  }
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(out + d0 + v * 16, masks[v], _mm512_add_ps(acc0[v], acc1[v]));
+}
+
+void row_values_all(const float* p, const float* vf, int hd, int64_t nt, bool first, float* out) {
+  for (int d0 = 0; d0 < hd; d0 += 128) {
+    switch ((imin(128, hd - d0) + 15) / 16) {
+      case 1: row_values<1>(p, vf, hd, nt, d0, first, out); break;
+      case 2: row_values<2>(p, vf, hd, nt, d0, first, out); break;
+      case 3: row_values<3>(p, vf, hd, nt, d0, first, out); break;
+      case 4: row_values<4>(p, vf, hd, nt, d0, first, out); break;
+      case 5: row_values<5>(p, vf, hd, nt, d0, first, out); break;
+      case 6: row_values<6>(p, vf, hd, nt, d0, first, out); break;
+      case 7: row_values<7>(p, vf, hd, nt, d0, first, out); break;
+      default: row_values<8>(p, vf, hd, nt, d0, first, out); break;
+    }
+  }
+}
+
+// Keys per widened chunk: about 64 KiB of f32 (L2-resident while every row
+// reads it), whole cache blocks.
+constexpr int64_t kAttnChunkFloats = 4096;
+
+template <DType T>
+void attention_rows_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_head, const int32_t* block_table,
+                      float scale) {
+  using E = typename Ld<T>::E;
+  const int hd = kv.head_dim, bs = kv.block_size;
+  const int64_t token_stride = int64_t(kv.n_kv_heads) * hd;
+  const int64_t block_stride = token_stride * bs;
+  int64_t n_max = 0;
+  for (int r = 0; r < n_rows; ++r) n_max = imax(n_max, rows[r].n_ctx);
+  const int64_t ld_s = (n_max + 15) / 16 * 16;
+  const int64_t chunk = imax(1, kAttnChunkFloats / hd / bs) * bs;
+  float* scores = detail::scratch(detail::kScratchAttnScores, int64_t(n_rows) * ld_s);
+  float* wide = detail::scratch(detail::kScratchAttnBlock, imin(chunk, n_max) * hd);
+  // wide[t][0 .. hd) = token j0 + t of kv_head (K or V) in f32, t < nt.
+  const int64_t n_blocks = (n_max + bs - 1) / bs;
+  // The cache blocks are scattered (block table), so the hardware prefetcher
+  // only picks up the strided rows of a block late: ask for the next block's
+  // rows of this head while widening the current one.
+  auto prefetch_block = [&](const void* base, int64_t b) {
+    if (b >= n_blocks) return;
+    const char* src = reinterpret_cast<const char*>(static_cast<const E*>(base) + block_table[b] * block_stride +
+                                                    int64_t(kv_head) * hd);
+    const int64_t row_bytes = int64_t(hd) * int64_t(sizeof(E)), stride = token_stride * int64_t(sizeof(E));
+    for (int t = 0; t < bs; ++t)
+      for (int64_t o = 0; o < row_bytes; o += 64) _mm_prefetch(src + t * stride + o, _MM_HINT_T0);
+  };
+  auto widen_chunk = [&](const void* base, const float* scales, int64_t j0, int64_t nt) {
+    for (int64_t t = 0; t < nt; t += bs) {
+      const int64_t blk = block_table[(j0 + t) / bs];
+      if (j0 + t == 0) prefetch_block(base, 1);
+      prefetch_block(base, (j0 + t) / bs + 2);
+      const E* src = static_cast<const E*>(base) + blk * block_stride + int64_t(kv_head) * hd;
+      widen_block<T>(src, token_stride, hd, imin(bs, nt - t),
+                     scales ? scales + blk * bs * kv.n_kv_heads + kv_head : nullptr, kv.n_kv_heads, wide + t * hd);
+    }
+  };
+  for (int64_t j0 = 0; j0 < n_max; j0 += chunk) {
+    widen_chunk(kv.k, kv.k_scale, j0, imin(chunk, n_max - j0));
+    for (int r = 0; r < n_rows; ++r) {
+      const AttnRow& row = rows[r];
+      if (row.n_ctx <= j0) continue;
+      row_scores_any(row.q, wide, hd, imin(chunk, row.n_ctx - j0), j0, row.n_ctx, scale, row.alibi_slope,
+                     scores + r * ld_s + j0);
+    }
+  }
+  for (int r = 0; r < n_rows; ++r) {
+    if (rows[r].n_ctx > 0)
+      softmax(scores + r * ld_s, rows[r].n_ctx);
+    else
+      for (int d = 0; d < hd; ++d) rows[r].out[d] = 0.0f;
+  }
+  for (int64_t j0 = 0; j0 < n_max; j0 += chunk) {
+    widen_chunk(kv.v, kv.v_scale, j0, imin(chunk, n_max - j0));
+    for (int r = 0; r < n_rows; ++r) {
+      const AttnRow& row = rows[r];
+      if (row.n_ctx <= j0) continue;
+      row_values_all(scores + r * ld_s + j0, wide, hd, imin(chunk, row.n_ctx - j0), j0 == 0, row.out);
+    }
+  }
+}
+
 // ================================================================= quantized weights
 // Layout and formulas: see QuantizedWeight in ops.h. u = q + off is stored
 // unsigned (off = 128 for Q8, 8 for Q4), so per group
@@ -889,12 +1091,14 @@ constexpr int kQMR = 6;                     // GEMM: x rows per micro tile
 constexpr int64_t kQKC = 512;               // GEMM k-block (multiple of 128)
 constexpr int64_t kQNBlocks = 8;            // GEMM: 16-row blocks per task (128 rows)
 constexpr int64_t kQGemvMaxMA8 = 4;         // decode A8 GEMV: x rows in one pass
-// Decode A8 GEMV on Q4, one thread: software prefetch this many bytes ahead of
-// the weight line being read. Profiles showed the loads of each group's first
-// lines stalling; with the prefetch tinyllama int4 decode on 1 thread went
-// from 0.84-0.87 to 0.95-0.96 of a 27 GB/s read bandwidth (same session, A/B).
-// Two threads saturate the memory without it (measured no better with it);
-// Q8 measured no gain (it runs at the bandwidth already).
+// Decode A8 GEMV on Q4: software prefetch this many bytes ahead of the weight
+// line being read. Profiles showed the loads of each group's first lines
+// stalling; with the prefetch tinyllama int4 decode on 1 thread went from
+// 0.84-0.87 to 0.95-0.96 of a 27 GB/s read bandwidth (same session, A/B). On
+// 2 threads, alternating runs of bench_kernels qgemv/cold/q4g32 (q_o,
+// gate_up, down) were faster with it in 7 of 9 pairs (q_o 94-108 -> 87-100 us).
+// Q8 is slower with it (gate_up on 1 thread 540-590 -> 744-873 us): its
+// lighter loop already keeps the hardware prefetcher ahead.
 constexpr int64_t kQ4Prefetch = 8192;
 
 inline __m512 load_scales16(const QuantizedWeight& w, int64_t idx) {
@@ -1028,7 +1232,6 @@ struct QGemvA8Ctx {
   const int32_t* comp; // [M][G]
   const float* sxg;    // [M][G]
   int64_t blocks_per_task, n_blocks;
-  bool prefetch;  // Q4 software prefetch (kQ4Prefetch), on for one thread
 };
 
 // GS: the group size as a constant, so the inner loops unroll completely.
@@ -1106,10 +1309,7 @@ void qgemv_a8_range_pf(const QGemvA8Ctx& c, int64_t b0, int64_t b1) {
 
 template <bool Q4, int GS>
 void qgemv_a8_range_gs(const QGemvA8Ctx& c, int64_t b0, int64_t b1) {
-  if (Q4 && c.prefetch)
-    qgemv_a8_range_pf<Q4, GS, true>(c, b0, b1);
-  else
-    qgemv_a8_range_pf<Q4, GS, false>(c, b0, b1);
+  qgemv_a8_range_pf<Q4, GS, Q4>(c, b0, b1);  // prefetch: Q4 only (kQ4Prefetch)
 }
 
 template <bool Q4>
@@ -1416,6 +1616,16 @@ void softmax(float* x, int64_t n) {
   }
 }
 
+void attention_rows(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_head, const int32_t* block_table,
+                    float scale) {
+  switch (kv.dtype) {
+    case DType::F16: return attention_rows_t<DType::F16>(rows, n_rows, kv, kv_head, block_table, scale);
+    case DType::BF16: return attention_rows_t<DType::BF16>(rows, n_rows, kv, kv_head, block_table, scale);
+    case DType::I8: return attention_rows_t<DType::I8>(rows, n_rows, kv, kv_head, block_table, scale);
+    default: return attention_rows_t<DType::F32>(rows, n_rows, kv, kv_head, block_table, scale);
+  }
+}
+
 void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_t* block_table, int64_t n_ctx,
                     float scale, float alibi_slope, float* out, float* scratch) {
   if (n_ctx <= 0) {
@@ -1558,7 +1768,7 @@ void matmul_q_gemv_a8(const QMatmulArgs& a, const Runner& runner) {
       for (int64_t k = 0; k < gs; ++k) s += q[k];
       comp[m * G + g] = -off * s;
     }
-  QGemvA8Ctx c{&a, reinterpret_cast<const int32_t*>(xq), comp, sxg, 0, (w.N + 15) / 16, runner.n_threads == 1};
+  QGemvA8Ctx c{&a, reinterpret_cast<const int32_t*>(xq), comp, sxg, 0, (w.N + 15) / 16};
   int64_t n_tasks = imax(1, imin(int64_t(runner.n_threads) * 8, c.n_blocks * 16 / kQGemvRowsPerTask));
   c.blocks_per_task = (c.n_blocks + n_tasks - 1) / n_tasks;
   n_tasks = (c.n_blocks + c.blocks_per_task - 1) / c.blocks_per_task;

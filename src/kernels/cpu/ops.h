@@ -114,6 +114,23 @@ struct PagedKV {
 void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_t* block_table,
                     int64_t n_ctx, float scale, float alibi_slope, float* out, float* scratch);
 
+// One query row of attention_rows: q and out are head_dim floats; the row
+// attends to positions [0, n_ctx) (n_ctx = 0: out is zero).
+struct AttnRow {
+  const float* q;
+  float* out;
+  int64_t n_ctx;
+  float alibi_slope;
+};
+// Several query rows that read the same K/V head of one sequence: the query
+// heads of a GQA group, and for a prompt several of its tokens (causal: each
+// row with its own n_ctx). Each row's result is attention_head's, but every
+// cache block is read and converted once for all rows instead of once per
+// row (decode on TinyLlama reads each K/V block for 8 query heads). Scratch
+// is the calling thread's own (grow-only, n_rows * max n_ctx floats).
+void attention_rows(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_head, const int32_t* block_table,
+                    float scale);
+
 // Write one token's K and V (n_kv_heads * head_dim floats each) into slot
 // `slot` (block * block_size + offset) of the cache, converting to its dtype
 // (I8: quantizing each head and writing its scale, see PagedKV).
