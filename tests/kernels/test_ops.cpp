@@ -255,7 +255,7 @@ TEST(StoreKv, MatchesScalarConversionBitForBit) {
   for (uint32_t b : {0x3f808000u, 0x3f818000u, 0x7f7f8000u, 0xff7f8000u, 0x3f800001u, 0x7f800000u, 0x7fc00000u,
                      0xffc00001u, 0x00008000u, 0x38800000u, 0x387fc000u, 0x33000000u, 0x477ff000u, 0x477fefffu})
     vals.push_back(f32_from_bits(b));
-  while (vals.size() % 12) vals.push_back(0.5f);
+  while (vals.size() % (12 * 16)) vals.push_back(0.5f);  // whole blocks of 16 tokens
   PagedKV kv;
   kv.n_kv_heads = 3;
   kv.head_dim = 4;  // 12 values per token
@@ -263,8 +263,13 @@ TEST(StoreKv, MatchesScalarConversionBitForBit) {
   const int64_t n = int64_t(vals.size()), tokens = n / 12;
   for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
     const size_t esz = dtype_size(dt);
-    std::vector<uint8_t> want(size_t(n) * esz);
-    convert_from_f32(dt, vals.data(), want.data(), size_t(n));
+    std::vector<uint8_t> conv(size_t(n) * esz), want(size_t(n) * esz);
+    convert_from_f32(dt, vals.data(), conv.data(), size_t(n));
+    // head-major blocks: head h of token t is row (t / 16 * 3 + h) * 16 + t % 16
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int h = 0; h < 3; ++h)
+        std::memcpy(want.data() + ((t / 16 * 3 + h) * 16 + t % 16) * 4 * esz, conv.data() + (t * 12 + h * 4) * esz,
+                    4 * esz);
     for (Isa isa : supported_isas()) {
       IsaScope scope(isa);
       std::vector<uint8_t> kc(size_t(n) * esz), vc(size_t(n) * esz);

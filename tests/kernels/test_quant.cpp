@@ -362,7 +362,8 @@ TEST(MatmulQ, PathNames) {
 struct KvI8 {
   std::vector<int8_t> k, v;
   std::vector<float> ks, vs;
-  std::vector<float> kf, vf;  // the f32 values stored (for the accuracy check)
+  std::vector<float> kf, vf;    // the f32 values stored, [slot][head][hd]
+  std::vector<float> kfc, vfc;  // the same in an F32 cache (its layout), for the accuracy check
   PagedKV kv;
 };
 
@@ -384,6 +385,13 @@ KvI8 make_kv_i8(std::mt19937& rng, int hd, int nkv, int bs, int64_t pool_blocks)
   c.kv.k_scale = c.ks.data();
   c.kv.v_scale = c.vs.data();
   for (int64_t s = 0; s < slots; ++s) reference::store_kv(c.kv, s, c.kf.data() + s * per, c.vf.data() + s * per);
+  c.kfc.assign(c.kf.size(), 0.0f);
+  c.vfc.assign(c.vf.size(), 0.0f);
+  PagedKV f = c.kv;
+  f.dtype = DType::F32;
+  f.k = c.kfc.data();
+  f.v = c.vfc.data();
+  for (int64_t s = 0; s < slots; ++s) reference::store_kv(f, s, c.kf.data() + s * per, c.vf.data() + s * per);
   return c;
 }
 
@@ -458,8 +466,8 @@ TEST(KvCacheI8, AttentionMatchesReference) {
           KvI8& f = c;
           PagedKV kf = f.kv;
           kf.dtype = DType::F32;
-          kf.k = f.kf.data();
-          kf.v = f.vf.data();
+          kf.k = f.kfc.data();
+          kf.v = f.vfc.data();
           std::vector<float> exact(static_cast<size_t>(hd));
           reference::attention_head(q.data(), kf, h, order.data(), n_ctx, scale, alibi, exact.data(), scratch.data());
           for (int d = 0; d < hd; ++d) worst_quant = std::max(worst_quant, double(std::fabs(exact[d] - ref[d])));

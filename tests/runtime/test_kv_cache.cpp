@@ -91,8 +91,14 @@ TEST(KVCache, Int8HasPerSlotPerHeadScales) {
   std::vector<float> k(heads * hd), v(heads * hd), out(hd), scratch(16);
   for (size_t i = 0; i < k.size(); ++i) k[i] = float(i % 7) - 3.0f, v[i] = 0.25f * float(i % 5);
   kernels::cpu::store_kv(l1, 5, k.data(), v.data());
-  EXPECT_FLOAT_EQ(l1.k_scale[5 * heads + 0], 3.0f / 127);
-  EXPECT_EQ(l0.k_scale[5 * heads + 0], 0.0f) << "layer 0 untouched";
+  // head-major blocks: head h of slot s is row (s / block_size * heads + h) * block_size + s % block_size
+  const int64_t row = (5 / 4 * heads + 0) * 4 + 5 % 4;
+  EXPECT_FLOAT_EQ(l1.k_scale[row], 3.0f / 127);
+  const int8_t* k8 = static_cast<const int8_t*>(l1.k) + row * hd;  // head 0: -3 -2 -1 0 1 2 3 -3
+  EXPECT_EQ(k8[0], -127);
+  EXPECT_EQ(k8[3], 0);
+  EXPECT_EQ(k8[6], 127);
+  EXPECT_EQ(l0.k_scale[row], 0.0f) << "layer 0 untouched";
   // Attending to the one slot (block 1, offset 1) returns V of that head.
   std::vector<int32_t> table = {0, 1};
   std::vector<float> q(hd, 0.1f);

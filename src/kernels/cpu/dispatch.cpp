@@ -327,23 +327,28 @@ void store_kv(const PagedKV& kv, int64_t slot, const float* k, const float* v) {
       default: return reference::store_kv(kv, slot, k, v);
     }
   }
-  const int64_t n = int64_t(kv.n_kv_heads) * kv.head_dim;
+  const int64_t hd = kv.head_dim;
   const size_t esz = dtype_size(kv.dtype);
-  void* kd = static_cast<uint8_t*>(kv.k) + slot * n * esz;
-  void* vd = static_cast<uint8_t*>(kv.v) + slot * n * esz;
-  switch (active_isa()) {
-    case Isa::Avx512:
-      avx512::convert_from_f32(kv.dtype, k, kd, n);
-      avx512::convert_from_f32(kv.dtype, v, vd, n);
-      return;
-    case Isa::Avx2:
-      avx2::convert_from_f32(kv.dtype, k, kd, n);
-      avx2::convert_from_f32(kv.dtype, v, vd, n);
-      return;
-    default:
-      rinfer::convert_from_f32(kv.dtype, k, kd, size_t(n));
-      rinfer::convert_from_f32(kv.dtype, v, vd, size_t(n));
-      return;
+  const Isa isa = active_isa();
+  for (int h = 0; h < kv.n_kv_heads; ++h) {  // head-major blocks (PagedKV)
+    const int64_t row = (slot / kv.block_size * kv.n_kv_heads + h) * kv.block_size + slot % kv.block_size;
+    void* kd = static_cast<uint8_t*>(kv.k) + row * hd * int64_t(esz);
+    void* vd = static_cast<uint8_t*>(kv.v) + row * hd * int64_t(esz);
+    const float* ks = k + h * hd;
+    const float* vs = v + h * hd;
+    switch (isa) {
+      case Isa::Avx512:
+        avx512::convert_from_f32(kv.dtype, ks, kd, hd);
+        avx512::convert_from_f32(kv.dtype, vs, vd, hd);
+        break;
+      case Isa::Avx2:
+        avx2::convert_from_f32(kv.dtype, ks, kd, hd);
+        avx2::convert_from_f32(kv.dtype, vs, vd, hd);
+        break;
+      default:
+        rinfer::convert_from_f32(kv.dtype, ks, kd, size_t(hd));
+        rinfer::convert_from_f32(kv.dtype, vs, vd, size_t(hd));
+    }
   }
 }
 

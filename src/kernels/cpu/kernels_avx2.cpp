@@ -629,10 +629,11 @@ void attention_t(const float* q, const PagedKV& kv, int kv_head, const int32_t* 
                  float scale, float alibi_slope, float* out, float* scores) {
   using E = typename Ld<T>::E;
   const int hd = kv.head_dim, hd8 = hd & ~7;
-  const int64_t token_stride = int64_t(kv.n_kv_heads) * hd;
-  const int64_t block_stride = token_stride * kv.block_size;
-  const E* kbase = static_cast<const E*>(kv.k) + int64_t(kv_head) * hd;
-  const E* vbase = static_cast<const E*>(kv.v) + int64_t(kv_head) * hd;
+  // head-major blocks (PagedKV): a head's rows of a block are contiguous
+  const int64_t token_stride = hd;
+  const int64_t block_stride = int64_t(kv.n_kv_heads) * kv.block_size * hd;
+  const E* kbase = static_cast<const E*>(kv.k) + int64_t(kv_head) * kv.block_size * hd;
+  const E* vbase = static_cast<const E*>(kv.v) + int64_t(kv_head) * kv.block_size * hd;
   for (int64_t j0 = 0; j0 < n_ctx; j0 += kv.block_size) {
     const E* blk = kbase + int64_t(block_table[j0 / kv.block_size]) * block_stride;
     const int64_t nt = imin(kv.block_size, n_ctx - j0);
@@ -653,7 +654,7 @@ void attention_t(const float* q, const PagedKV& kv, int kv_head, const int32_t* 
         for (int d = hd8; d < hd; ++d) dot += q[d] * Ld<T>::scalar(ks[i] + d);
         const int64_t j = j0 + t + i;
         if constexpr (T == DType::I8)
-          dot *= kv.k_scale[(int64_t(block_table[j0 / kv.block_size]) * kv.block_size + t + i) * kv.n_kv_heads + kv_head];
+          dot *= kv.k_scale[(int64_t(block_table[j0 / kv.block_size]) * kv.n_kv_heads + kv_head) * kv.block_size + t + i];
         scores[j] = dot * scale + alibi_slope * float(j - (n_ctx - 1));
       }
     }
@@ -661,8 +662,8 @@ void attention_t(const float* q, const PagedKV& kv, int kv_head, const int32_t* 
   softmax(scores, n_ctx);
   if constexpr (T == DType::I8) {  // fold the values' scales into the weights
     for (int64_t j = 0; j < n_ctx; ++j)
-      scores[j] *= kv.v_scale[(int64_t(block_table[j / kv.block_size]) * kv.block_size + j % kv.block_size) *
-                                  kv.n_kv_heads + kv_head];
+      scores[j] *= kv.v_scale[(int64_t(block_table[j / kv.block_size]) * kv.n_kv_heads + kv_head) * kv.block_size +
+                              j % kv.block_size];
   }
   // out = sum_j p_j V_j, 32 floats of head_dim per pass, two tokens at a time
   for (int d0 = 0; d0 < hd8; d0 += 32) {
@@ -950,11 +951,10 @@ void quantize_row_i8(const float* x, int64_t n, int8_t* q, float* scale) {
 
 void store_kv_i8(const PagedKV& kv, int64_t slot, const float* k, const float* v) {
   const int hd = kv.head_dim;
-  const int64_t n = int64_t(kv.n_kv_heads) * hd;
   for (int h = 0; h < kv.n_kv_heads; ++h) {
-    const int64_t off = slot * n + int64_t(h) * hd;
-    quantize_row_i8(k + int64_t(h) * hd, hd, static_cast<int8_t*>(kv.k) + off, kv.k_scale + slot * kv.n_kv_heads + h);
-    quantize_row_i8(v + int64_t(h) * hd, hd, static_cast<int8_t*>(kv.v) + off, kv.v_scale + slot * kv.n_kv_heads + h);
+    const int64_t row = (slot / kv.block_size * kv.n_kv_heads + h) * kv.block_size + slot % kv.block_size;
+    quantize_row_i8(k + int64_t(h) * hd, hd, static_cast<int8_t*>(kv.k) + row * hd, kv.k_scale + row);
+    quantize_row_i8(v + int64_t(h) * hd, hd, static_cast<int8_t*>(kv.v) + row * hd, kv.v_scale + row);
   }
 }
 

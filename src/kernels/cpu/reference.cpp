@@ -82,14 +82,13 @@ void softmax(float* x, int64_t n) {
 void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_t* block_table,
                     int64_t n_ctx, float scale, float alibi_slope, float* out, float* scratch) {
   const int hd = kv.head_dim;
-  const int64_t token_stride = int64_t(kv.n_kv_heads) * hd;
-  const int64_t block_stride = token_stride * kv.block_size;
+  // Head-major blocks (PagedKV): row (block * n_kv_heads + head) * block_size + offset.
   auto slot_offset = [&](int64_t j) {
-    return int64_t(block_table[j / kv.block_size]) * block_stride + (j % kv.block_size) * token_stride +
-           int64_t(kv_head) * hd;
+    return ((int64_t(block_table[j / kv.block_size]) * kv.n_kv_heads + kv_head) * kv.block_size +
+            j % kv.block_size) * hd;
   };
   const bool i8 = kv.dtype == DType::I8;
-  // I8: the per-(slot, head) scale; offset off = slot * n_kv_heads * hd + kv_head * hd.
+  // I8: the scale of a row is at the row's index, off / hd.
   auto kv_scale = [&](const float* scales, int64_t off) { return i8 ? scales[off / hd] : 1.0f; };
   auto ld = [&](const void* p, int64_t i) {
     return i8 ? float(static_cast<const int8_t*>(p)[i]) : load(p, kv.dtype, i);
@@ -111,20 +110,18 @@ void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_
 }
 
 void store_kv(const PagedKV& kv, int64_t slot, const float* k, const float* v) {
-  const int64_t n = int64_t(kv.n_kv_heads) * kv.head_dim;
-  if (kv.dtype == DType::I8) {
-    for (int h = 0; h < kv.n_kv_heads; ++h) {
-      const int64_t off = slot * n + int64_t(h) * kv.head_dim;
-      quantize_row_i8(k + int64_t(h) * kv.head_dim, kv.head_dim, static_cast<int8_t*>(kv.k) + off,
-                      kv.k_scale + slot * kv.n_kv_heads + h);
-      quantize_row_i8(v + int64_t(h) * kv.head_dim, kv.head_dim, static_cast<int8_t*>(kv.v) + off,
-                      kv.v_scale + slot * kv.n_kv_heads + h);
+  const int hd = kv.head_dim;
+  for (int h = 0; h < kv.n_kv_heads; ++h) {
+    const int64_t row = (slot / kv.block_size * kv.n_kv_heads + h) * kv.block_size + slot % kv.block_size;
+    if (kv.dtype == DType::I8) {
+      quantize_row_i8(k + int64_t(h) * hd, hd, static_cast<int8_t*>(kv.k) + row * hd, kv.k_scale + row);
+      quantize_row_i8(v + int64_t(h) * hd, hd, static_cast<int8_t*>(kv.v) + row * hd, kv.v_scale + row);
+    } else {
+      const size_t esz = dtype_size(kv.dtype);
+      convert_from_f32(kv.dtype, k + int64_t(h) * hd, static_cast<uint8_t*>(kv.k) + row * hd * esz, size_t(hd));
+      convert_from_f32(kv.dtype, v + int64_t(h) * hd, static_cast<uint8_t*>(kv.v) + row * hd * esz, size_t(hd));
     }
-    return;
   }
-  const size_t esz = dtype_size(kv.dtype);
-  convert_from_f32(kv.dtype, k, static_cast<uint8_t*>(kv.k) + slot * n * esz, size_t(n));
-  convert_from_f32(kv.dtype, v, static_cast<uint8_t*>(kv.v) + slot * n * esz, size_t(n));
 }
 
 // ================================================================= quantization
