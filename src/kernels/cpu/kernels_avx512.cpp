@@ -759,112 +759,6 @@ inline __m512 dot_rows4(const float* q, const typename Ld<T>::E* const* k, int h
   return hsum4(acc[0], acc[1], acc[2], acc[3]);  // lane L: partial sums of the 4 dots
 }
 
-// out[0 .. NV*16) (masked to hd - d0) += sum_j p[j] * V_j[d0 ..]
-template <DType T, int NV>
-void attn_accumulate_v(const PagedKV& kv, int kv_head, const int32_t* block_table, int64_t n_ctx, const float* p,
-                       int d0, float* out) {
-  using E = typename Ld<T>::E;
-  const int hd = kv.head_dim;
-  // head-major blocks (PagedKV): a head's rows of a block are contiguous
-  const int64_t token_stride = hd;
-  const int64_t block_stride = int64_t(kv.n_kv_heads) * kv.block_size * hd;
-  __mmask16 masks[NV];
-#pragma GCC unroll 8
-  for (int v = 0; v < NV; ++v) masks[v] = tail_mask(imax(0, hd - d0 - v * 16));
-  __m512 acc0[NV], acc1[NV];
-#pragma GCC unroll 8
-  for (int v = 0; v < NV; ++v) acc0[v] = acc1[v] = _mm512_setzero_ps();
-  const E* vbase = static_cast<const E*>(kv.v) + int64_t(kv_head) * kv.block_size * hd + d0;
-  for (int64_t j0 = 0; j0 < n_ctx; j0 += kv.block_size) {
-    const E* blk = vbase + int64_t(block_table[j0 / kv.block_size]) * block_stride;
-    const int64_t nt = imin(kv.block_size, n_ctx - j0);
-    int64_t t = 0;
-    for (; t + 2 <= nt; t += 2) {
-      const __m512 p0 = _mm512_set1_ps(p[j0 + t]), p1 = _mm512_set1_ps(p[j0 + t + 1]);
-      const E* v0 = blk + t * token_stride;
-      const E* v1 = v0 + token_stride;
-#pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) {
-        acc0[v] = _mm512_fmadd_ps(p0, Ld<T>::load(v0 + v * 16, masks[v]), acc0[v]);
-        acc1[v] = _mm512_fmadd_ps(p1, Ld<T>::load(v1 + v * 16, masks[v]), acc1[v]);
-      }
-    }
-    if (t < nt) {
-      const __m512 p0 = _mm512_set1_ps(p[j0 + t]);
-      const E* v0 = blk + t * token_stride;
-#pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) acc0[v] = _mm512_fmadd_ps(p0, Ld<T>::load(v0 + v * 16, masks[v]), acc0[v]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(out + d0 + v * 16, masks[v], _mm512_add_ps(acc0[v], acc1[v]));
-}
-
-template <DType T>
-void attention_t(const float* q, const PagedKV& kv, int kv_head, const int32_t* block_table, int64_t n_ctx,
-                 float scale, float alibi_slope, float* out, float* scores) {
-  using E = typename Ld<T>::E;
-  const int hd = kv.head_dim;
-  // head-major blocks (PagedKV): a head's rows of a block are contiguous
-  const int64_t token_stride = hd;
-  const int64_t block_stride = int64_t(kv.n_kv_heads) * kv.block_size * hd;
-  const E* kbase = static_cast<const E*>(kv.k) + int64_t(kv_head) * kv.block_size * hd;
-  // scores = scale * q . K_j + alibi_slope * (j - (n_ctx - 1)), four keys at a time
-  for (int64_t j0 = 0; j0 < n_ctx; j0 += kv.block_size) {
-    const E* blk = kbase + int64_t(block_table[j0 / kv.block_size]) * block_stride;
-    const int64_t nt = imin(kv.block_size, n_ctx - j0);
-    for (int64_t t = 0; t < nt; t += 16) {
-      // up to 16 keys: four hsum4 groups, then one sum_lanes4
-      __m512 r[4];
-      const int64_t cnt = imin(16, nt - t);
-#pragma GCC unroll 4
-      for (int g = 0; g < 4; ++g) {
-        const int64_t tg = t + 4 * g;
-        const int nk = int(imax(0, imin(4, nt - tg)));
-        if (nk == 0) {
-          r[g] = _mm512_setzero_ps();
-          continue;
-        }
-        const E* ks[4];  // past the last key: repeat one (its lanes are not stored)
-        for (int i = 0; i < 4; ++i) ks[i] = blk + (tg + (i < nk ? i : 0)) * token_stride;
-        r[g] = dot_rows4<T>(q, ks, hd);
-      }
-      __m512 dots = sum_lanes4(r[0], r[1], r[2], r[3]);
-      if constexpr (T == DType::I8) {  // times the keys' scales
-        alignas(64) float ks[16] = {};
-        const float* sc = kv.k_scale + (int64_t(block_table[j0 / kv.block_size]) * kv.n_kv_heads + kv_head) *
-                                           kv.block_size + t;
-        for (int64_t i = 0; i < cnt; ++i) ks[i] = sc[i];
-        dots = _mm512_mul_ps(dots, _mm512_load_ps(ks));
-      }
-      // positions j0 + t + i, i < cnt
-      const __m512 idx = _mm512_add_ps(
-          _mm512_set1_ps(float(j0 + t - (n_ctx - 1))),
-          _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
-      __m512 s = _mm512_add_ps(_mm512_mul_ps(dots, _mm512_set1_ps(scale)), _mm512_mul_ps(_mm512_set1_ps(alibi_slope), idx));
-      _mm512_mask_storeu_ps(scores + j0 + t, tail_mask(cnt), s);
-    }
-  }
-  softmax(scores, n_ctx);
-  if constexpr (T == DType::I8) {  // fold the values' scales into the weights
-    for (int64_t j = 0; j < n_ctx; ++j)
-      scores[j] *= kv.v_scale[(int64_t(block_table[j / kv.block_size]) * kv.n_kv_heads + kv_head) * kv.block_size +
-                              j % kv.block_size];
-  }
-  for (int d0 = 0; d0 < hd; d0 += 128) {
-    switch ((imin(128, hd - d0) + 15) / 16) {
-      case 1: attn_accumulate_v<T, 1>(kv, kv_head, block_table, n_ctx, scores, d0, out); break;
-      case 2: attn_accumulate_v<T, 2>(kv, kv_head, block_table, n_ctx, scores, d0, out); break;
-      case 3: attn_accumulate_v<T, 3>(kv, kv_head, block_table, n_ctx, scores, d0, out); break;
-      case 4: attn_accumulate_v<T, 4>(kv, kv_head, block_table, n_ctx, scores, d0, out); break;
-      case 5: attn_accumulate_v<T, 5>(kv, kv_head, block_table, n_ctx, scores, d0, out); break;
-      case 6: attn_accumulate_v<T, 6>(kv, kv_head, block_table, n_ctx, scores, d0, out); break;
-      case 7: attn_accumulate_v<T, 7>(kv, kv_head, block_table, n_ctx, scores, d0, out); break;
-      default: attn_accumulate_v<T, 8>(kv, kv_head, block_table, n_ctx, scores, d0, out); break;
-    }
-  }
-}
-
 // ---------------------------------------------------------------- rows sharing one K/V head
 // attention_rows (ops.h): the query rows of a GQA group (and the tokens of a
 // prompt) read the same keys and values, so each chunk of cache blocks is
@@ -1631,22 +1525,13 @@ void attention_rows(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_h
   }
 }
 
+// One row of attention_rows (the model calls attention_rows; this entry
+// point serves single-head callers with the same kernel). The thread's own
+// scratch is used, not `scratch`.
 void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_t* block_table, int64_t n_ctx,
-                    float scale, float alibi_slope, float* out, float* scratch) {
-  if (n_ctx <= 0) {
-    for (int d = 0; d < kv.head_dim; ++d) out[d] = 0.0f;
-    return;
-  }
-  switch (kv.dtype) {
-    case DType::F16:
-      return attention_t<DType::F16>(q, kv, kv_head, block_table, n_ctx, scale, alibi_slope, out, scratch);
-    case DType::BF16:
-      return attention_t<DType::BF16>(q, kv, kv_head, block_table, n_ctx, scale, alibi_slope, out, scratch);
-    case DType::I8:
-      return attention_t<DType::I8>(q, kv, kv_head, block_table, n_ctx, scale, alibi_slope, out, scratch);
-    default:
-      return attention_t<DType::F32>(q, kv, kv_head, block_table, n_ctx, scale, alibi_slope, out, scratch);
-  }
+                    float scale, float alibi_slope, float* out, float*) {
+  const AttnRow row{q, out, n_ctx, alibi_slope};
+  avx512::attention_rows(&row, 1, kv, kv_head, block_table, scale);
 }
 
 void convert_from_f32(DType to, const float* src, void* dst, int64_t n) {

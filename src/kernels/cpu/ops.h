@@ -112,7 +112,9 @@ struct PagedKV {
   float* v_scale = nullptr;  // I8 only: [slot][n_kv_heads]
 };
 
-// One query head attending over the first n_ctx cached positions of a sequence:
+// One query head attending over the first n_ctx cached positions of a sequence
+// (the definition attention_rows is tested against; on AVX-512 it is one row of
+// attention_rows, so callers with several heads should use that):
 //   out = softmax(scale * q . K[0..n_ctx) + alibi_slope * (j - (n_ctx - 1))) V
 // q and out are head_dim floats; kv_head selects the K/V head (GQA mapping is
 // the caller's); scratch holds at least n_ctx floats. alibi_slope = 0 for none.
