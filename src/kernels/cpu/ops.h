@@ -113,7 +113,7 @@ struct PagedKV {
 };
 
 // One query head attending over the first n_ctx cached positions of a sequence
-// (the definition attention_rows is tested against; on AVX-512 it is one row of
+// (reference::attention_head is the definition every kernel is tested against; on AVX-512 this is one row of
 // attention_rows, so callers with several heads should use that):
 //   out = softmax(scale * q . K[0..n_ctx) + alibi_slope * (j - (n_ctx - 1))) V
 // q and out are head_dim floats; kv_head selects the K/V head (GQA mapping is
