@@ -20,7 +20,9 @@
 // qgemm/*  prefill matmul_q (W8A8/W4A8 VNNI on AVX-512); OP/s = 2 M N K per
 //          second, peak_frac = OP/s / (RINFER_VNNI_GOPS per thread, default
 //          648, membw.c's "int8 vnni zmm" figure).
-// attention/*, ops/*: the other kernels at model sizes.
+// attention/*, ops/*: the other kernels at model sizes; attention/cold/* reads
+//          another copy of the layer's K/V cache from the arena every call
+//          (as in decode, where the weights evicted it), bytes = K/V read.
 //
 // Environment: RINFER_BENCH_ARENA_MB (default 1536) sizes the cold arena.
 #include <benchmark/benchmark.h>
@@ -248,6 +250,38 @@ void BM_Attention(benchmark::State& st, DType dt, int64_t n_ctx, int head_dim, i
   st.SetLabel(kc::isa_name(kc::active_isa()));
 }
 
+// cold: as the model decodes, the layer's K/V come from memory (the weights
+// streamed since its last visit evicted them): each iteration reads another
+// copy of the layer's cache from the arena (any u16 is a valid bf16/f16).
+// bytes_per_second counts the K/V bytes read once per call.
+void BM_AttentionCold(benchmark::State& st, DType dt, int64_t n_ctx, int head_dim, int n_kv_heads, int n_q_heads) {
+  const int bs = 16;
+  const int64_t n_blocks = (n_ctx + bs - 1) / bs;
+  const size_t side = size_t(n_blocks) * bs * n_kv_heads * head_dim * rinfer::dtype_size(dt);
+  auto& ar = arena();
+  const size_t copies = ar.size() / (2 * side);
+  if (copies < 16) st.SkipWithError("arena too small for a cold run of this context");
+  std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), std::mt19937(4));
+  auto q = random_vec(size_t(n_q_heads) * head_dim, 5);
+  std::vector<float> out(size_t(n_q_heads) * head_dim);
+  const float scale = 1.0f / std::sqrt(float(head_dim));
+  const int group = n_q_heads / n_kv_heads;
+  std::vector<kc::AttnRow> row_list;
+  for (int h = 0; h < n_q_heads; ++h) row_list.push_back({q.data() + h * head_dim, out.data() + h * head_dim, n_ctx, 0.0f});
+  auto* base = static_cast<uint8_t*>(ar.data());
+  size_t i = 0;
+  for (auto _ : st) {
+    uint8_t* k = base + (i++ % copies) * 2 * side;
+    kc::PagedKV kv{k, k + side, dt, bs, n_kv_heads, head_dim};
+    for (int g = 0; g < n_kv_heads; ++g) kc::attention_rows(row_list.data() + g * group, group, kv, g, table.data(), scale);
+    benchmark::ClobberMemory();
+  }
+  st.SetBytesProcessed(int64_t(st.iterations()) * int64_t(2 * side));
+  st.SetLabel(kc::isa_name(kc::active_isa()));
+}
+
 // ---------------------------------------------------------------- small ops
 void BM_Rmsnorm(benchmark::State& st, int64_t n) {
   auto x = random_vec(size_t(n), 6), w = random_vec(size_t(n), 7);
@@ -407,6 +441,13 @@ void register_all() {
       for (bool rows : {false, true})
         reg(std::string("attention/") + dname(dt) + "/32q4kv_hd64/ctx" + std::to_string(n_ctx) + (rows ? "/rows" : ""),
             [=](benchmark::State& st) { BM_Attention(st, dt, n_ctx, 64, 4, 32, rows); }, best);
+  for (int64_t n_ctx : {512, 2048})
+    reg("attention/cold/bf16/32q4kv_hd64/ctx" + std::to_string(n_ctx) + "/rows",
+        [=](benchmark::State& st) { BM_AttentionCold(st, DType::BF16, n_ctx, 64, 4, 32); }, best);
+  reg("attention/cold/bf16/14q2kv_hd64/ctx512/rows",
+      [=](benchmark::State& st) { BM_AttentionCold(st, DType::BF16, 512, 64, 2, 14); }, best);
+  reg("attention/cold/bf16/16q16kv_hd128/ctx512/rows",
+      [=](benchmark::State& st) { BM_AttentionCold(st, DType::BF16, 512, 128, 16, 16); }, best);
   reg("attention/f16/8q8kv_hd128/ctx1024", [=](benchmark::State& st) { BM_Attention(st, DType::F16, 1024, 128, 8, 8); },
       best);
   for (int i = 0; i <= int(best); ++i) {

@@ -767,6 +767,11 @@ inline __m512 dot_rows4(const float* q, const typename Ld<T>::E* const* k, int h
 // every row's dot products / value sums run over the whole chunk from there.
 // Scores of all rows are kept ([row][n_ctx]) between the two passes.
 
+// Software prefetch into L2 (prefetcht1) that the compiler keeps: GCC 12
+// deletes a loop whose only work is __builtin_prefetch / _mm_prefetch (known
+// codegen issue), while an asm statement with side effects stays.
+inline void prefetch_l2(const void* p) { asm volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(p))); }
+
 // dst[t][0 .. hd) = block token t of kv_head as f32, t < nt (I8: times its scale).
 template <DType T>
 void widen_block(const typename Ld<T>::E* src, int64_t token_stride, int hd, int64_t nt, const float* scales,
@@ -900,6 +905,12 @@ void row_values_all(const float* p, const float* vf, int hd, int64_t nt, bool fi
 // row reads it from L1 (64 KiB chunks in L2: ctx-512 bench 117 us; 16 KiB:
 // 102-104 us).
 constexpr int64_t kAttnChunkFloats = 4096;
+// How far ahead attention_rows prefetches cache blocks, into L2. Measured on
+// bench_kernels attention/cold (1 thread, K/V from memory each call), bf16:
+// 32q4kv hd64 ctx512 114-120 us without a working prefetch, 82-94 us with
+// 16 KB into L2 (hot cache: 71-78 us); 16q16kv hd128 513-536 -> 375-407 us.
+// Into L1 (prefetcht0) it was no faster than none (the widened chunk and the
+// prefetched lines evict each other); 8, 32 and 64 KB ahead measured alike.
 constexpr int64_t kAttnPrefetchBytes = 16384;
 
 template <DType T>
@@ -917,30 +928,49 @@ void attention_rows_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv
   // First row of kv_head in block b of the sequence (head-major blocks: the
   // head's bs rows of hd values are contiguous, its scales too).
   auto head_rows = [&](int64_t b) { return (int64_t(block_table[b]) * kv.n_kv_heads + kv_head) * bs; };
-  // The blocks are scattered (block table), so the hardware prefetcher starts
-  // late on each: ask for the head's rows about kAttnPrefetchBytes ahead
-  // (widening is fast, so fewer bytes ahead do not cover the memory latency).
+  // The blocks are scattered (block table), and widening a chunk asks for
+  // its bytes faster than memory delivers them, while the rows' dot products
+  // that follow ask for none. So the chunks are one sequence (K chunks, then
+  // V chunks) and while the rows work on chunk s, each row first prefetches
+  // its share of the blocks of chunk s + ahead, about kAttnPrefetchBytes
+  // ahead: the fetch overlaps the arithmetic, also across the K -> V turn.
+  const int64_t n_chunks = (n_max + chunk - 1) / chunk;
   const int64_t block_bytes = int64_t(bs) * hd * int64_t(sizeof(E));
-  const int64_t ahead = imax(1, (kAttnPrefetchBytes + block_bytes - 1) / block_bytes);
-  auto prefetch_block = [&](const void* base, int64_t b) {
-    if (b >= n_blocks) return;
-    const char* src = reinterpret_cast<const char*>(static_cast<const E*>(base) + head_rows(b) * hd);
-    for (int64_t o = 0; o < block_bytes; o += 64) _mm_prefetch(src + o, _MM_HINT_T0);
+  const int64_t scale_bytes = int64_t(bs) * int64_t(sizeof(float));
+  const int64_t ahead = imax(1, kAttnPrefetchBytes / (chunk / bs * block_bytes));
+  // Prefetch part `part` of `parts` of the blocks of chunk s of the sequence.
+  // (prefetch_l2, not _mm_prefetch: the kernel's earlier _mm_prefetch loop
+  // was compiled to nothing.)
+  auto prefetch_chunk = [&](int64_t s, int part, int parts) {
+    if (s >= 2 * n_chunks) return;
+    const bool v = s >= n_chunks;
+    const char* base = static_cast<const char*>(v ? kv.v : kv.k);
+    const float* scales = v ? kv.v_scale : kv.k_scale;
+    const int64_t b0 = (v ? s - n_chunks : s) * (chunk / bs), nb = imin(n_blocks - b0, chunk / bs);
+    for (int64_t b = b0 + nb * part / parts, e = b0 + nb * (part + 1) / parts; b < e; ++b) {
+      const int64_t r0 = head_rows(b);
+      const char* p = base + r0 * hd * int64_t(sizeof(E));
+      for (int64_t o = 0; o < block_bytes; o += 64) prefetch_l2(p + o);
+      if (scales) {
+        const char* sp = reinterpret_cast<const char*>(scales + r0);
+        for (int64_t o = 0; o < scale_bytes; o += 64) prefetch_l2(sp + o);
+        prefetch_l2(sp + scale_bytes - 1);
+      }
+    }
   };
   // wide[t][0 .. hd) = token j0 + t of kv_head (K or V) in f32, t < nt.
   auto widen_chunk = [&](const void* base, const float* scales, int64_t j0, int64_t nt) {
     for (int64_t t = 0; t < nt; t += bs) {
-      const int64_t b = (j0 + t) / bs, r0 = head_rows(b);
-      if (b == 0)
-        for (int64_t i = 1; i < ahead; ++i) prefetch_block(base, i);
-      prefetch_block(base, b + ahead);
+      const int64_t r0 = head_rows((j0 + t) / bs);
       widen_block<T>(static_cast<const E*>(base) + r0 * hd, hd, hd, imin(bs, nt - t), scales ? scales + r0 : nullptr, 1,
                      wide + t * hd);
     }
   };
-  for (int64_t j0 = 0; j0 < n_max; j0 += chunk) {
+  for (int64_t c = 0; c < ahead; ++c) prefetch_chunk(c, 0, 1);
+  for (int64_t j0 = 0, c = 0; j0 < n_max; j0 += chunk, ++c) {
     widen_chunk(kv.k, kv.k_scale, j0, imin(chunk, n_max - j0));
     for (int r = 0; r < n_rows; ++r) {
+      prefetch_chunk(c + ahead, r, n_rows);
       const AttnRow& row = rows[r];
       if (row.n_ctx <= j0) continue;
       row_scores_any(row.q, wide, hd, imin(chunk, row.n_ctx - j0), j0, row.n_ctx, scale, row.alibi_slope,
@@ -953,9 +983,10 @@ void attention_rows_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv
     else
       for (int d = 0; d < hd; ++d) rows[r].out[d] = 0.0f;
   }
-  for (int64_t j0 = 0; j0 < n_max; j0 += chunk) {
+  for (int64_t j0 = 0, c = n_chunks; j0 < n_max; j0 += chunk, ++c) {
     widen_chunk(kv.v, kv.v_scale, j0, imin(chunk, n_max - j0));
     for (int r = 0; r < n_rows; ++r) {
+      prefetch_chunk(c + ahead, r, n_rows);
       const AttnRow& row = rows[r];
       if (row.n_ctx <= j0) continue;
       row_values_all(scores + r * ld_s + j0, wide, hd, imin(chunk, row.n_ctx - j0), j0 == 0, row.out);
