@@ -192,9 +192,10 @@ void check_attention(const AttnCase& c, uint32_t seed) {
     }
     // attention_rows: several query rows sharing this K/V head, each with its
     // own context length (prompt tokens: causal) and slope; each row must be
-    // attention_head's result within the same bound.
-    const int64_t lens[] = {c.n_ctx, std::max<int64_t>(0, c.n_ctx - 1), c.n_ctx / 2, 1, 0, c.n_ctx};
-    const int R = 6;
+    // attention_head's result within the same bound. Neighbours of one length
+    // (rows 0-1, 3-4) take the kernels' two-rows-at-once path.
+    const int64_t lens[] = {c.n_ctx, c.n_ctx, std::max<int64_t>(0, c.n_ctx - 1), c.n_ctx / 2, c.n_ctx / 2, 1, 0, c.n_ctx};
+    const int R = 8;
     std::vector<std::vector<float>> qs, refs;
     std::vector<double> bounds;
     for (int r = 0; r < R; ++r) {

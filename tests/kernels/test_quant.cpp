@@ -451,14 +451,18 @@ TEST(KvCacheI8, AttentionMatchesReference) {
             for (int d = 0; d < hd; ++d)
               ASSERT_LE(std::fabs(out[d] - ref[d]), bound)
                   << isa_name(isa) << " hd=" << hd << " bs=" << bs << " n_ctx=" << n_ctx << " d=" << d;
-            // the same row through attention_rows, beside a shorter (causal) row
-            std::vector<float> o1(size_t(hd), 123.0f), o2(size_t(hd), 123.0f), ref2(static_cast<size_t>(hd));
+            // the same row through attention_rows, twice (a pair of one length)
+            // and beside a shorter (causal) row
+            std::vector<float> o1(size_t(hd), 123.0f), o2(size_t(hd), 123.0f), o3(size_t(hd), 123.0f),
+                ref2(static_cast<size_t>(hd));
             const int64_t n2 = (n_ctx + 1) / 2;
             reference::attention_head(q.data(), c.kv, h, order.data(), n2, scale, alibi, ref2.data(), scratch.data());
-            const AttnRow rows[2] = {{q.data(), o1.data(), n_ctx, alibi}, {q.data(), o2.data(), n2, alibi}};
-            attention_rows(rows, 2, c.kv, h, order.data(), scale);
+            const AttnRow rows[3] = {
+                {q.data(), o1.data(), n_ctx, alibi}, {q.data(), o3.data(), n_ctx, alibi}, {q.data(), o2.data(), n2, alibi}};
+            attention_rows(rows, 3, c.kv, h, order.data(), scale);
             for (int d = 0; d < hd; ++d) {
               ASSERT_LE(std::fabs(o1[d] - ref[d]), bound) << "rows " << isa_name(isa) << " hd=" << hd << " n_ctx=" << n_ctx;
+              ASSERT_LE(std::fabs(o3[d] - ref[d]), bound) << "rows " << isa_name(isa) << " hd=" << hd << " n_ctx=" << n_ctx;
               ASSERT_LE(std::fabs(o2[d] - ref2[d]), bound) << "rows " << isa_name(isa) << " hd=" << hd << " n_ctx=" << n2;
             }
           }

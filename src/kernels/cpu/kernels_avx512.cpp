@@ -856,6 +856,106 @@ void row_scores_any(const float* q, const float* kf, int hd, int64_t nt, int64_t
   }
 }
 
+// row_scores for two rows of the same context length (a GQA group's heads
+// at one token): every K load feeds both rows' FMAs, half the loads per FMA.
+// NV = hd / 16 (hd a multiple of 16 up to 128).
+template <int NV>
+void row_scores2(const float* qa, const float* qb, const float* kf, int64_t nt, int64_t j0, int64_t n_ctx,
+                 float scale, float slope_a, float slope_b, float* sa, float* sb) {
+  constexpr int hd = 16 * NV;
+  __m512 qva[NV], qvb[NV];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) {
+    qva[v] = _mm512_loadu_ps(qa + 16 * v);
+    qvb[v] = _mm512_loadu_ps(qb + 16 * v);
+  }
+  const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512 vscale = _mm512_set1_ps(scale), vslope_a = _mm512_set1_ps(slope_a), vslope_b = _mm512_set1_ps(slope_b);
+  for (int64_t t = 0; t < nt; t += 16) {
+    __m512 ra[4], rb[4];
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+      const int64_t tg = t + 4 * g;
+      const int nk = int(imax(0, imin(4, nt - tg)));
+      if (nk == 0) {
+        ra[g] = rb[g] = _mm512_setzero_ps();
+        continue;
+      }
+      const float* kp[4];  // past the last key: repeat one (its lanes are not stored)
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) kp[i] = kf + (tg + (i < nk ? i : 0)) * hd;
+      __m512 aa[4], ab[4];
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {
+        const __m512 k = _mm512_loadu_ps(kp[i]);
+        aa[i] = _mm512_mul_ps(qva[0], k);
+        ab[i] = _mm512_mul_ps(qvb[0], k);
+      }
+#pragma GCC unroll 8
+      for (int v = 1; v < NV; ++v)
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) {
+          const __m512 k = _mm512_loadu_ps(kp[i] + 16 * v);
+          aa[i] = _mm512_fmadd_ps(qva[v], k, aa[i]);
+          ab[i] = _mm512_fmadd_ps(qvb[v], k, ab[i]);
+        }
+      ra[g] = hsum4(aa[0], aa[1], aa[2], aa[3]);
+      rb[g] = hsum4(ab[0], ab[1], ab[2], ab[3]);
+    }
+    const __mmask16 m = tail_mask(nt - t);
+    const __m512 idx = _mm512_add_ps(_mm512_set1_ps(float(j0 + t - (n_ctx - 1))), iota);
+    _mm512_mask_storeu_ps(sa + t, m,
+                          _mm512_fmadd_ps(sum_lanes4(ra[0], ra[1], ra[2], ra[3]), vscale, _mm512_mul_ps(vslope_a, idx)));
+    _mm512_mask_storeu_ps(sb + t, m,
+                          _mm512_fmadd_ps(sum_lanes4(rb[0], rb[1], rb[2], rb[3]), vscale, _mm512_mul_ps(vslope_b, idx)));
+  }
+}
+
+// Two rows' values at once: every V load feeds both rows' FMAs.
+template <int NV>
+void row_values2(const float* pa, const float* pb, const float* vf, int hd, int64_t nt, int d0, bool first,
+                 float* outa, float* outb) {
+  __mmask16 masks[NV];
+  __m512 acca[NV], accb[NV];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) {
+    masks[v] = tail_mask(imax(0, hd - d0 - v * 16));
+    acca[v] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(masks[v], outa + d0 + v * 16);
+    accb[v] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(masks[v], outb + d0 + v * 16);
+  }
+  const float* vp = vf + d0;
+  for (int64_t t = 0; t < nt; ++t, vp += hd) {
+    const __m512 a = _mm512_set1_ps(pa[t]), b = _mm512_set1_ps(pb[t]);
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      const __m512 x = _mm512_maskz_loadu_ps(masks[v], vp + v * 16);
+      acca[v] = _mm512_fmadd_ps(a, x, acca[v]);
+      accb[v] = _mm512_fmadd_ps(b, x, accb[v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) {
+    _mm512_mask_storeu_ps(outa + d0 + v * 16, masks[v], acca[v]);
+    _mm512_mask_storeu_ps(outb + d0 + v * 16, masks[v], accb[v]);
+  }
+}
+
+// Both rows' scores; false when hd has no register-resident variant.
+bool row_scores2_any(const float* qa, const float* qb, const float* kf, int hd, int64_t nt, int64_t j0,
+                     int64_t n_ctx, float scale, float slope_a, float slope_b, float* sa, float* sb) {
+  switch (hd % 16 == 0 && hd <= 128 ? hd / 16 : 0) {
+    case 1: row_scores2<1>(qa, qb, kf, nt, j0, n_ctx, scale, slope_a, slope_b, sa, sb); return true;
+    case 2: row_scores2<2>(qa, qb, kf, nt, j0, n_ctx, scale, slope_a, slope_b, sa, sb); return true;
+    case 3: row_scores2<3>(qa, qb, kf, nt, j0, n_ctx, scale, slope_a, slope_b, sa, sb); return true;
+    case 4: row_scores2<4>(qa, qb, kf, nt, j0, n_ctx, scale, slope_a, slope_b, sa, sb); return true;
+    case 5: row_scores2<5>(qa, qb, kf, nt, j0, n_ctx, scale, slope_a, slope_b, sa, sb); return true;
+    case 6: row_scores2<6>(qa, qb, kf, nt, j0, n_ctx, scale, slope_a, slope_b, sa, sb); return true;
+    case 7: row_scores2<7>(qa, qb, kf, nt, j0, n_ctx, scale, slope_a, slope_b, sa, sb); return true;
+    case 8: row_scores2<8>(qa, qb, kf, nt, j0, n_ctx, scale, slope_a, slope_b, sa, sb); return true;
+    default: return false;
+  }
+}
+
 // out[d0 .. d0 + 16 NV) (masked to hd) (+)= sum_{t < nt} p[t] * V_t, V_t = vf + t * hd.
 template <int NV>
 void row_values(const float* p, const float* vf, int hd, int64_t nt, int d0, bool first, float* out) {
@@ -897,6 +997,22 @@ void row_values_all(const float* p, const float* vf, int hd, int64_t nt, bool fi
       case 6: row_values<6>(p, vf, hd, nt, d0, first, out); break;
       case 7: row_values<7>(p, vf, hd, nt, d0, first, out); break;
       default: row_values<8>(p, vf, hd, nt, d0, first, out); break;
+    }
+  }
+}
+
+void row_values_all2(const float* pa, const float* pb, const float* vf, int hd, int64_t nt, bool first, float* outa,
+                     float* outb) {
+  for (int d0 = 0; d0 < hd; d0 += 128) {
+    switch ((imin(128, hd - d0) + 15) / 16) {
+      case 1: row_values2<1>(pa, pb, vf, hd, nt, d0, first, outa, outb); break;
+      case 2: row_values2<2>(pa, pb, vf, hd, nt, d0, first, outa, outb); break;
+      case 3: row_values2<3>(pa, pb, vf, hd, nt, d0, first, outa, outb); break;
+      case 4: row_values2<4>(pa, pb, vf, hd, nt, d0, first, outa, outb); break;
+      case 5: row_values2<5>(pa, pb, vf, hd, nt, d0, first, outa, outb); break;
+      case 6: row_values2<6>(pa, pb, vf, hd, nt, d0, first, outa, outb); break;
+      case 7: row_values2<7>(pa, pb, vf, hd, nt, d0, first, outa, outb); break;
+      default: row_values2<8>(pa, pb, vf, hd, nt, d0, first, outa, outb); break;
     }
   }
 }
@@ -973,8 +1089,15 @@ void attention_rows_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv
       prefetch_chunk(c + ahead, r, n_rows);
       const AttnRow& row = rows[r];
       if (row.n_ctx <= j0) continue;
-      row_scores_any(row.q, wide, hd, imin(chunk, row.n_ctx - j0), j0, row.n_ctx, scale, row.alibi_slope,
-                     scores + r * ld_s + j0);
+      const int64_t nt = imin(chunk, row.n_ctx - j0);
+      // Pairs of rows of one context length share the K loads.
+      if (r + 1 < n_rows && rows[r + 1].n_ctx == row.n_ctx &&
+          row_scores2_any(row.q, rows[r + 1].q, wide, hd, nt, j0, row.n_ctx, scale, row.alibi_slope,
+                          rows[r + 1].alibi_slope, scores + r * ld_s + j0, scores + (r + 1) * ld_s + j0)) {
+        prefetch_chunk(c + ahead, ++r, n_rows);
+        continue;
+      }
+      row_scores_any(row.q, wide, hd, nt, j0, row.n_ctx, scale, row.alibi_slope, scores + r * ld_s + j0);
     }
   }
   for (int r = 0; r < n_rows; ++r) {
@@ -989,7 +1112,14 @@ void attention_rows_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv
       prefetch_chunk(c + ahead, r, n_rows);
       const AttnRow& row = rows[r];
       if (row.n_ctx <= j0) continue;
-      row_values_all(scores + r * ld_s + j0, wide, hd, imin(chunk, row.n_ctx - j0), j0 == 0, row.out);
+      const int64_t nt = imin(chunk, row.n_ctx - j0);
+      if (r + 1 < n_rows && rows[r + 1].n_ctx == row.n_ctx) {
+        row_values_all2(scores + r * ld_s + j0, scores + (r + 1) * ld_s + j0, wide, hd, nt, j0 == 0, row.out,
+                        rows[r + 1].out);
+        prefetch_chunk(c + ahead, ++r, n_rows);
+        continue;
+      }
+      row_values_all(scores + r * ld_s + j0, wide, hd, nt, j0 == 0, row.out);
     }
   }
 }
