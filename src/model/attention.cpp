@@ -39,9 +39,7 @@ void GqaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
   float* k = ws.get(Workspace::kK, size_t(T * NKV * D));
   float* v = ws.get(Workspace::kV, size_t(T * NKV * D));
   float* attn = ws.get(Workspace::kAttn, size_t(T * NH * D));
-  q_.forward(h, T, q, pool);
-  k_.forward(h, T, k, pool);
-  v_.forward(h, T, v, pool);
+  forward_linears(h, T, {{&q_, q}, {&k_, k}, {&v_, v}}, pool);
   kc::PagedKV cache = kv.layer(layer);
   const int64_t bs = kv.block_size();
   if (q_norm_.weight) {

@@ -12,8 +12,7 @@ void GatedMLP::forward(const float* h, int64_t T, float* out, Workspace& ws, Thr
   const int64_t I = gate_.out;
   float* g = ws.get(Workspace::kGate, size_t(T * I));
   float* u = ws.get(Workspace::kUp, size_t(T * I));
-  gate_.forward(h, T, g, pool);
-  up_.forward(h, T, u, pool);
+  forward_linears(h, T, {{&gate_, g}, {&up_, u}}, pool);
   kernels::cpu::silu_mul(g, u, g, T * I);
   down_.forward(g, T, out, pool);
 }

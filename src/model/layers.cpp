@@ -7,6 +7,23 @@
 
 namespace rinfer {
 
+void forward_linears(const float* x, int64_t rows, std::initializer_list<std::pair<const Linear*, float*>> linears,
+                     ThreadPool& pool) {
+  kernels::cpu::QMatmulOut outs[4];
+  int n = 0;
+  bool all_quantized = linears.size() <= 4;
+  const int64_t in = linears.begin()->first->in;
+  for (const auto& [l, y] : linears) {
+    all_quantized = all_quantized && l->quantized && l->in == in;
+    if (all_quantized) outs[n++] = {&l->qweight, l->bias, y, l->out};
+  }
+  if (all_quantized) {
+    kernels::cpu::matmul_q_multi(x, rows, in, in, outs, n, pool);
+    return;
+  }
+  for (const auto& [l, y] : linears) l->forward(x, rows, y, pool);
+}
+
 Linear Linear::load(const WeightStore& w, const std::string& prefix, int64_t in, int64_t out, bool bias) {
   Linear l;
   l.in = in;

@@ -1,7 +1,9 @@
 #pragma once
 // Building blocks that model files compose: each holds its weights (views
 // into the WeightStore) and calls kernels; none does SIMD itself.
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -46,6 +48,12 @@ struct Linear {
            kernels::cpu::quant_scale_bytes(qweight.N, qweight.K, qweight.group_size, qweight.scale_dtype);
   }
 };
+
+// Several Linears of one input (a layer's q/k/v, gate/up): outs[i] = x
+// W_i^T + b_i. When all are quantized they go to matmul_q_multi (at decode:
+// x quantized once, one pool job); otherwise one forward each.
+void forward_linears(const float* x, int64_t rows, std::initializer_list<std::pair<const Linear*, float*>> linears,
+                     ThreadPool& pool);
 
 struct RMSNorm {
   const float* weight = nullptr;

@@ -342,6 +342,46 @@ TEST(MatmulQ, StridedInputAndOutput) {
     for (int64_t M : {1, 3, 4, 6, 9, 40}) check_matmul_q({M, 96, 29, t, 32, DType::F16, true, 13, 7}, seed++);
 }
 
+// matmul_q_multi (one x, several weights) gives each weight exactly the
+// result of its own matmul_q call: fused on the decode GEMV (one type and
+// group size, M <= 4), one call each otherwise (mixed types, prefill M).
+TEST(MatmulQ, MultiEqualsOneCallEach) {
+  uint32_t seed = 1300;
+  for (QuantType t : {QuantType::Q8, QuantType::Q4})
+    for (int64_t gs : {32, 128})
+      for (int64_t M : {1, 3, 4, 9})
+        for (bool mixed : {false, true}) {
+          std::mt19937 rng(seed++);
+          const int64_t K = 2 * gs + (gs == 32 ? 64 : 0), ldx = K + 5;
+          const int64_t Ns[3] = {100, 16, 33};
+          auto x = random_floats(rng, size_t(M * ldx), -2.0f, 2.0f);
+          std::vector<std::unique_ptr<QW>> ws;
+          std::vector<std::vector<float>> biases;
+          for (int i = 0; i < 3; ++i) {
+            const QuantType ti = mixed && i == 1 ? (t == QuantType::Q8 ? QuantType::Q4 : QuantType::Q8) : t;
+            ws.push_back(make_qw(random_floats(rng, size_t(Ns[i] * K)), Ns[i], K, K, ti, gs, DType::F16));
+            biases.push_back(random_floats(rng, size_t(Ns[i])));
+          }
+          for (Isa isa : supported_isas())
+            for (int threads : {1, 2}) {
+              IsaScope scope(isa);
+              std::vector<std::vector<float>> want(3), got(3);
+              QMatmulOut outs[3];
+              for (int i = 0; i < 3; ++i) {
+                want[i].assign(size_t(M * Ns[i]), 0.0f);
+                got[i].assign(size_t(M * Ns[i]), 7.0f);
+                const float* b = i == 1 ? nullptr : biases[size_t(i)].data();
+                matmul_q(x.data(), M, K, ldx, ws[size_t(i)]->w, b, want[i].data(), Ns[i], pool(threads));
+                outs[i] = {&ws[size_t(i)]->w, b, got[i].data(), Ns[i]};
+              }
+              matmul_q_multi(x.data(), M, K, ldx, outs, 3, pool(threads));
+              for (int i = 0; i < 3; ++i)
+                ASSERT_EQ(got[i], want[i]) << isa_name(isa) << " " << quant_type_name(t) << " gs=" << gs << " M=" << M
+                                           << " mixed=" << mixed << " threads=" << threads << " weight " << i;
+            }
+        }
+}
+
 TEST(MatmulQ, PathNames) {
   QuantizedWeight w;
   w.type = QuantType::Q4;

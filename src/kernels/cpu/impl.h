@@ -50,6 +50,9 @@ struct MatmulArgs {
 };
 
 // Quantized matmul (see matmul_q in ops.h): w->N rows, packed layout.
+// matmul_q_multi: at most this many weights share one x.
+constexpr int kMaxMultiMatmul = 4;
+
 struct QMatmulArgs {
   const float* x;
   int64_t M, K, ldx;
@@ -91,6 +94,8 @@ RINFER_DECLARE_ISA_KERNELS(avx512)
 namespace rinfer::kernels::cpu::avx512 {
 // Decode GEMV with x quantized per (row, group), VNNI (M <= 4).
 void matmul_q_gemv_a8(const detail::QMatmulArgs& a, const detail::Runner& runner);
+// as[0 .. n): one x (x, M, K, ldx of as[0]), weights of one type and group size.
+void matmul_q_gemv_a8_multi(const detail::QMatmulArgs* as, int n, const detail::Runner& runner);
 }  // namespace rinfer::kernels::cpu::avx512
 
 namespace rinfer::kernels::cpu::avx2 {

@@ -1400,28 +1400,81 @@ struct QGemmCtx {
   int64_t blocks_per_task, n_ntasks, mt_per_task;
 };
 
+// Sum of n int8 values, n a multiple of 32 (sad against 0 on x + 128).
+inline int32_t sum_i8(const int8_t* p, int64_t n) {
+  const __m256i flip = _mm256_set1_epi8(char(0x80)), zero = _mm256_setzero_si256();
+  __m256i acc = zero;
+  for (int64_t k = 0; k < n; k += 32)
+    acc = _mm256_add_epi64(
+        acc, _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + k)), flip), zero));
+  __m128i s = _mm_add_epi64(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+  s = _mm_add_epi64(s, _mm_unpackhi_epi64(s, s));
+  return int32_t(_mm_cvtsi128_si64(s) - 128 * n);
+}
+
+// Interleaving 8 quads of kQMR = 6 rows into the panel order [k4][row]: the
+// rows are paired into three vectors A = (r0 | r1), B = (r2 | r3), C = (r4 |
+// r5) of 8 + 8 quads; panel lane p (k4 = p / 6, row = p % 6) of output
+// vector o comes from A/B (one vpermt2d) or, for rows 4 and 5, from C (one
+// masked vpermd). Index tables built at compile time.
+struct PackX6 {
+  int32_t ab[3][16], c[3][16];
+  uint16_t cmask[3];
+};
+constexpr PackX6 make_pack_x6() {
+  PackX6 t{};
+  for (int o = 0; o < 3; ++o) {
+    t.cmask[o] = 0;
+    for (int l = 0; l < 16; ++l) {
+      const int p = 16 * o + l, k4 = p / 6, row = p % 6;
+      const int half = row % 2 ? 8 : 0;
+      t.ab[o][l] = row < 4 ? (row / 2) * 16 + half + k4 : 0;
+      t.c[o][l] = row >= 4 ? half + k4 : 0;
+      if (row >= 4) t.cmask[o] = uint16_t(t.cmask[o] | (1u << l));
+    }
+  }
+  return t;
+}
+constexpr PackX6 kPackX6 = make_pack_x6();
+static_assert(kQMR == 6, "qgemm_pack_x_task interleaves 6 rows");
+
 void qgemm_pack_x_task(void* p, int64_t mt, int) {
   const auto& c = *static_cast<const QGemmCtx*>(p);
   const QMatmulArgs& a = *c.a;
   const int64_t K = a.K, K4 = K / 4, gs = a.w->group_size, G = K / gs;
   const int off = a.w->type == QuantType::Q8 ? 128 : 8;
-  int8_t* row = reinterpret_cast<int8_t*>(detail::scratch(detail::kScratchTmp, (K + 3) / 4));
+  // The tile's rows quantized, [kQMR][K] (rows past M are zero).
+  int8_t* rows = reinterpret_cast<int8_t*>(detail::scratch(detail::kScratchTmp, (kQMR * K + 3) / 4));
   int32_t* xp = c.xp + mt * K4 * kQMR;
   int32_t* comp = c.comp + mt * G * kQMR;
   for (int i = 0; i < kQMR; ++i) {
     const int64_t m = mt * kQMR + i;
-    if (m < a.M) {
+    int8_t* row = rows + i * K;
+    if (m < a.M)
       quantize_row_i8(a.x + m * a.ldx, K, row, c.sx + m);
-    } else {
+    else
       memset(row, 0, size_t(K));
-    }
-    const int32_t* quads = reinterpret_cast<const int32_t*>(row);
-    for (int64_t k4 = 0; k4 < K4; ++k4) xp[k4 * kQMR + i] = quads[k4];
-    for (int64_t g = 0; g < G; ++g) {
-      int32_t s = 0;
-      for (int64_t k = g * gs; k < (g + 1) * gs; ++k) s += row[k];
-      comp[g * kQMR + i] = -off * s;
-    }
+    for (int64_t g = 0; g < G; ++g) comp[g * kQMR + i] = -off * sum_i8(row + g * gs, gs);
+  }
+  // K4 is a multiple of 8 (K of the group size, at least 32).
+  const __m512i ab0 = _mm512_loadu_si512(kPackX6.ab[0]), ab1 = _mm512_loadu_si512(kPackX6.ab[1]),
+                ab2 = _mm512_loadu_si512(kPackX6.ab[2]);
+  const __m512i c0 = _mm512_loadu_si512(kPackX6.c[0]), c1 = _mm512_loadu_si512(kPackX6.c[1]),
+                c2 = _mm512_loadu_si512(kPackX6.c[2]);
+  auto pair = [&](int r, int64_t k4) {
+    const int32_t* q0 = reinterpret_cast<const int32_t*>(rows + r * K) + k4;
+    const int32_t* q1 = reinterpret_cast<const int32_t*>(rows + (r + 1) * K) + k4;
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q0))),
+                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q1)), 1);
+  };
+  for (int64_t k4 = 0; k4 < K4; k4 += 8) {
+    const __m512i A = pair(0, k4), B = pair(2, k4), C = pair(4, k4);
+    int32_t* out = xp + k4 * kQMR;
+    _mm512_storeu_si512(out, _mm512_mask_permutexvar_epi32(_mm512_permutex2var_epi32(A, ab0, B), kPackX6.cmask[0], c0, C));
+    _mm512_storeu_si512(out + 16,
+                        _mm512_mask_permutexvar_epi32(_mm512_permutex2var_epi32(A, ab1, B), kPackX6.cmask[1], c1, C));
+    _mm512_storeu_si512(out + 32,
+                        _mm512_mask_permutexvar_epi32(_mm512_permutex2var_epi32(A, ab2, B), kPackX6.cmask[2], c2, C));
   }
 }
 
@@ -1802,7 +1855,24 @@ void matmul_q_gemm(const QMatmulArgs& a, const Runner& runner) {
   runner.run(runner.pool, c.n_ntasks * m_chunks, &qgemm_task, &c);
 }
 
-void matmul_q_gemv_a8(const QMatmulArgs& a, const Runner& runner) {
+// Several weights of one quant type and group size times the same x (q/k/v,
+// gate/up): x is quantized once and all the matrices' row-block tasks run as
+// one pool job, so a decode step pays one barrier, not one per matrix.
+struct QGemvA8Multi {
+  QGemvA8Ctx ctx[detail::kMaxMultiMatmul];
+  int64_t first_task[detail::kMaxMultiMatmul + 1];
+  int n;
+};
+
+void qgemv_a8_multi_task(void* p, int64_t task, int thread) {
+  const auto& m = *static_cast<const QGemvA8Multi*>(p);
+  int i = 0;
+  while (task >= m.first_task[i + 1]) ++i;
+  qgemv_a8_task(const_cast<QGemvA8Ctx*>(&m.ctx[i]), task - m.first_task[i], thread);
+}
+
+void matmul_q_gemv_a8_multi(const QMatmulArgs* as, int n, const Runner& runner) {
+  const QMatmulArgs& a = as[0];
   const QuantizedWeight& w = *a.w;
   const int64_t gs = w.group_size, G = a.K / gs;
   const int off = w.type == QuantType::Q8 ? 128 : 8;
@@ -1818,15 +1888,25 @@ void matmul_q_gemv_a8(const QMatmulArgs& a, const Runner& runner) {
       for (int64_t k = 0; k < gs; ++k) s += q[k];
       comp[m * G + g] = -off * s;
     }
-  QGemvA8Ctx c{&a, reinterpret_cast<const int32_t*>(xq), comp, sxg, 0, (w.N + 15) / 16};
-  int64_t n_tasks = imax(1, imin(int64_t(runner.n_threads) * 8, c.n_blocks * 16 / kQGemvRowsPerTask));
-  c.blocks_per_task = (c.n_blocks + n_tasks - 1) / n_tasks;
-  n_tasks = (c.n_blocks + c.blocks_per_task - 1) / c.blocks_per_task;
+  QGemvA8Multi mc;
+  mc.n = n;
+  mc.first_task[0] = 0;
+  for (int i = 0; i < n; ++i) {
+    QGemvA8Ctx& c = mc.ctx[i];
+    c = QGemvA8Ctx{&as[i], reinterpret_cast<const int32_t*>(xq), comp, sxg, 0, (as[i].w->N + 15) / 16};
+    int64_t n_tasks = imax(1, imin(int64_t(runner.n_threads) * 8, c.n_blocks * 16 / kQGemvRowsPerTask));
+    c.blocks_per_task = (c.n_blocks + n_tasks - 1) / n_tasks;
+    n_tasks = (c.n_blocks + c.blocks_per_task - 1) / c.blocks_per_task;
+    mc.first_task[i + 1] = mc.first_task[i] + n_tasks;
+  }
+  const int64_t n_tasks = mc.first_task[n];
   if (n_tasks == 1 || runner.n_threads == 1) {
-    for (int64_t t = 0; t < n_tasks; ++t) qgemv_a8_task(&c, t, 0);
+    for (int64_t t = 0; t < n_tasks; ++t) qgemv_a8_multi_task(&mc, t, 0);
     return;
   }
-  runner.run(runner.pool, n_tasks, &qgemv_a8_task, &c);
+  runner.run(runner.pool, n_tasks, &qgemv_a8_multi_task, &mc);
 }
+
+void matmul_q_gemv_a8(const QMatmulArgs& a, const Runner& runner) { matmul_q_gemv_a8_multi(&a, 1, runner); }
 
 }  // namespace rinfer::kernels::cpu::avx512
