@@ -9,9 +9,9 @@ namespace rinfer {
 
 void forward_linears(const float* x, int64_t rows, std::initializer_list<std::pair<const Linear*, float*>> linears,
                      ThreadPool& pool) {
-  kernels::cpu::QMatmulOut outs[4];
+  kernels::cpu::QMatmulOut outs[kernels::cpu::kMatmulQMultiMax];
   int n = 0;
-  bool all_quantized = linears.size() <= 4;
+  bool all_quantized = linears.size() <= size_t(kernels::cpu::kMatmulQMultiMax);
   const int64_t in = linears.begin()->first->in;
   for (const auto& [l, y] : linears) {
     all_quantized = all_quantized && l->quantized && l->in == in;

@@ -495,7 +495,7 @@ void matmul_q(const float* x, int64_t M, int64_t K, int64_t ldx, const Quantized
 
 void matmul_q_multi(const float* x, int64_t M, int64_t K, int64_t ldx, const QMatmulOut* outs, int n,
                     ThreadPool& pool) {
-  bool fuse = n >= 2 && n <= detail::kMaxMultiMatmul && M > 0 && M <= kQGemvMaxM;
+  bool fuse = n >= 2 && n <= kMatmulQMultiMax && M > 0 && M <= kQGemvMaxM;
   for (int i = 0; fuse && i < n; ++i) {
     const QuantizedWeight& w = *outs[i].w;
     fuse = decode_a8(w) && w.type == outs[0].w->type && w.group_size == outs[0].w->group_size && w.K == K &&
@@ -505,7 +505,7 @@ void matmul_q_multi(const float* x, int64_t M, int64_t K, int64_t ldx, const QMa
     for (int i = 0; i < n; ++i) matmul_q(x, M, K, ldx, *outs[i].w, outs[i].bias, outs[i].y, outs[i].ldy, pool);
     return;
   }
-  detail::QMatmulArgs as[detail::kMaxMultiMatmul];
+  detail::QMatmulArgs as[kMatmulQMultiMax];
   for (int i = 0; i < n; ++i) {
     check_quant_shape(outs[i].w->type, outs[i].w->N, outs[i].w->K, outs[i].w->group_size, outs[i].w->scale_dtype);
     count_macs(M, outs[i].w->N, K);

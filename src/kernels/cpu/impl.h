@@ -50,9 +50,6 @@ struct MatmulArgs {
 };
 
 // Quantized matmul (see matmul_q in ops.h): w->N rows, packed layout.
-// matmul_q_multi: at most this many weights share one x.
-constexpr int kMaxMultiMatmul = 4;
-
 struct QMatmulArgs {
   const float* x;
   int64_t M, K, ldx;

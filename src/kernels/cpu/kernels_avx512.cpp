@@ -1859,8 +1859,8 @@ void matmul_q_gemm(const QMatmulArgs& a, const Runner& runner) {
 // gate/up): x is quantized once and all the matrices' row-block tasks run as
 // one pool job, so a decode step pays one barrier, not one per matrix.
 struct QGemvA8Multi {
-  QGemvA8Ctx ctx[detail::kMaxMultiMatmul];
-  int64_t first_task[detail::kMaxMultiMatmul + 1];
+  QGemvA8Ctx ctx[kMatmulQMultiMax];
+  int64_t first_task[kMatmulQMultiMax + 1];
   int n;
 };
 

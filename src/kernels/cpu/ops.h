@@ -221,7 +221,7 @@ int64_t quant_gemv_max_m();  // 4
 
 // matmul_q of one x by several weights (a layer's q/k/v or gate/up): the same
 // results as one matmul_q per weight. On the int8-activation decode GEMV
-// (weights of one type and group size, n <= 4) x is quantized once and every
+// (weights of one type and group size, n <= kMatmulQMultiMax) x is quantized once and every
 // weight's row blocks run as one pool job: one barrier per group of
 // matrices instead of one per matrix. Otherwise one matmul_q each.
 struct QMatmulOut {
@@ -230,6 +230,7 @@ struct QMatmulOut {
   float* y;
   int64_t ldy;
 };
+constexpr int kMatmulQMultiMax = 4;
 void matmul_q_multi(const float* x, int64_t M, int64_t K, int64_t ldx, const QMatmulOut* outs, int n,
                     ThreadPool& pool);
 
