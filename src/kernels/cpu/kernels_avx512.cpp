@@ -911,35 +911,6 @@ void row_scores2(const float* qa, const float* qb, const float* kf, int64_t nt, 
   }
 }
 
-// Two rows' values at once: every V load feeds both rows' FMAs.
-template <int NV>
-void row_values2(const float* pa, const float* pb, const float* vf, int hd, int64_t nt, int d0, bool first,
-                 float* outa, float* outb) {
-  __mmask16 masks[NV];
-  __m512 acca[NV], accb[NV];
-#pragma GCC unroll 8
-  for (int v = 0; v < NV; ++v) {
-    masks[v] = tail_mask(imax(0, hd - d0 - v * 16));
-    acca[v] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(masks[v], outa + d0 + v * 16);
-    accb[v] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(masks[v], outb + d0 + v * 16);
-  }
-  const float* vp = vf + d0;
-  for (int64_t t = 0; t < nt; ++t, vp += hd) {
-    const __m512 a = _mm512_set1_ps(pa[t]), b = _mm512_set1_ps(pb[t]);
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) {
-      const __m512 x = _mm512_maskz_loadu_ps(masks[v], vp + v * 16);
-      acca[v] = _mm512_fmadd_ps(a, x, acca[v]);
-      accb[v] = _mm512_fmadd_ps(b, x, accb[v]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int v = 0; v < NV; ++v) {
-    _mm512_mask_storeu_ps(outa + d0 + v * 16, masks[v], acca[v]);
-    _mm512_mask_storeu_ps(outb + d0 + v * 16, masks[v], accb[v]);
-  }
-}
-
 // Both rows' scores; false when hd has no register-resident variant.
 bool row_scores2_any(const float* qa, const float* qb, const float* kf, int hd, int64_t nt, int64_t j0,
                      int64_t n_ctx, float scale, float slope_a, float slope_b, float* sa, float* sb) {
@@ -956,63 +927,66 @@ bool row_scores2_any(const float* qa, const float* qb, const float* kf, int hd, 
   }
 }
 
-// out[d0 .. d0 + 16 NV) (masked to hd) (+)= sum_{t < nt} p[t] * V_t, V_t = vf + t * hd.
-template <int NV>
-void row_values(const float* p, const float* vf, int hd, int64_t nt, int d0, bool first, float* out) {
+// out_r[d0 .. d0 + 16 NV) (masked to hd) (+)= sum_{t < nt} p_r[t] * V_t for
+// R = 1 or 2 rows, V_t = vf + t * hd. Two accumulator sets either way: one
+// row alternates keys between them (two FMA chains), two rows take one set
+// each and every V load feeds both.
+template <int NV, int R>
+void row_values(const float* const* p, const float* vf, int hd, int64_t nt, int d0, bool first, float* const* out) {
+  static_assert(R == 1 || R == 2);
   __mmask16 masks[NV];
-  __m512 acc0[NV], acc1[NV];
+  __m512 acc[2][NV];
 #pragma GCC unroll 8
   for (int v = 0; v < NV; ++v) {
     masks[v] = tail_mask(imax(0, hd - d0 - v * 16));
-    acc0[v] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(masks[v], out + d0 + v * 16);
-    acc1[v] = _mm512_setzero_ps();
+    acc[0][v] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(masks[v], out[0] + d0 + v * 16);
+    acc[1][v] = first || R == 1 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(masks[v], out[R - 1] + d0 + v * 16);
   }
   const float* vp = vf + d0;
+  const float *pa = p[0], *pb = p[R - 1];
   int64_t t = 0;
-  for (; t + 2 <= nt; t += 2, vp += 2 * hd) {
-    const __m512 p0 = _mm512_set1_ps(p[t]), p1 = _mm512_set1_ps(p[t + 1]);
+  if constexpr (R == 1) {
+    for (; t + 2 <= nt; t += 2, vp += 2 * hd) {
+      const __m512 p0 = _mm512_set1_ps(pa[t]), p1 = _mm512_set1_ps(pa[t + 1]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) {
+        acc[0][v] = _mm512_fmadd_ps(p0, _mm512_maskz_loadu_ps(masks[v], vp + v * 16), acc[0][v]);
+        acc[1][v] = _mm512_fmadd_ps(p1, _mm512_maskz_loadu_ps(masks[v], vp + hd + v * 16), acc[1][v]);
+      }
+    }
+  }
+  for (; t < nt; ++t, vp += hd) {  // R = 2: every key; R = 1: the odd last one
+    const __m512 p0 = _mm512_set1_ps(pa[t]), p1 = _mm512_set1_ps(pb[t]);
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) {
-      acc0[v] = _mm512_fmadd_ps(p0, _mm512_maskz_loadu_ps(masks[v], vp + v * 16), acc0[v]);
-      acc1[v] = _mm512_fmadd_ps(p1, _mm512_maskz_loadu_ps(masks[v], vp + hd + v * 16), acc1[v]);
+      const __m512 x = _mm512_maskz_loadu_ps(masks[v], vp + v * 16);
+      acc[0][v] = _mm512_fmadd_ps(p0, x, acc[0][v]);
+      if constexpr (R == 2) acc[1][v] = _mm512_fmadd_ps(p1, x, acc[1][v]);
     }
   }
-  if (t < nt) {
-    const __m512 p0 = _mm512_set1_ps(p[t]);
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) acc0[v] = _mm512_fmadd_ps(p0, _mm512_maskz_loadu_ps(masks[v], vp + v * 16), acc0[v]);
-  }
-#pragma GCC unroll 8
-  for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(out + d0 + v * 16, masks[v], _mm512_add_ps(acc0[v], acc1[v]));
-}
-
-void row_values_all(const float* p, const float* vf, int hd, int64_t nt, bool first, float* out) {
-  for (int d0 = 0; d0 < hd; d0 += 128) {
-    switch ((imin(128, hd - d0) + 15) / 16) {
-      case 1: row_values<1>(p, vf, hd, nt, d0, first, out); break;
-      case 2: row_values<2>(p, vf, hd, nt, d0, first, out); break;
-      case 3: row_values<3>(p, vf, hd, nt, d0, first, out); break;
-      case 4: row_values<4>(p, vf, hd, nt, d0, first, out); break;
-      case 5: row_values<5>(p, vf, hd, nt, d0, first, out); break;
-      case 6: row_values<6>(p, vf, hd, nt, d0, first, out); break;
-      case 7: row_values<7>(p, vf, hd, nt, d0, first, out); break;
-      default: row_values<8>(p, vf, hd, nt, d0, first, out); break;
+  for (int v = 0; v < NV; ++v) {
+    if constexpr (R == 1) {
+      _mm512_mask_storeu_ps(out[0] + d0 + v * 16, masks[v], _mm512_add_ps(acc[0][v], acc[1][v]));
+    } else {
+      _mm512_mask_storeu_ps(out[0] + d0 + v * 16, masks[v], acc[0][v]);
+      _mm512_mask_storeu_ps(out[1] + d0 + v * 16, masks[v], acc[1][v]);
     }
   }
 }
 
-void row_values_all2(const float* pa, const float* pb, const float* vf, int hd, int64_t nt, bool first, float* outa,
-                     float* outb) {
+template <int R>
+void row_values_all(const float* const* p, const float* vf, int hd, int64_t nt, bool first, float* const* out) {
   for (int d0 = 0; d0 < hd; d0 += 128) {
     switch ((imin(128, hd - d0) + 15) / 16) {
-      case 1: row_values2<1>(pa, pb, vf, hd, nt, d0, first, outa, outb); break;
-      case 2: row_values2<2>(pa, pb, vf, hd, nt, d0, first, outa, outb); break;
-      case 3: row_values2<3>(pa, pb, vf, hd, nt, d0, first, outa, outb); break;
-      case 4: row_values2<4>(pa, pb, vf, hd, nt, d0, first, outa, outb); break;
-      case 5: row_values2<5>(pa, pb, vf, hd, nt, d0, first, outa, outb); break;
-      case 6: row_values2<6>(pa, pb, vf, hd, nt, d0, first, outa, outb); break;
-      case 7: row_values2<7>(pa, pb, vf, hd, nt, d0, first, outa, outb); break;
-      default: row_values2<8>(pa, pb, vf, hd, nt, d0, first, outa, outb); break;
+      case 1: row_values<1, R>(p, vf, hd, nt, d0, first, out); break;
+      case 2: row_values<2, R>(p, vf, hd, nt, d0, first, out); break;
+      case 3: row_values<3, R>(p, vf, hd, nt, d0, first, out); break;
+      case 4: row_values<4, R>(p, vf, hd, nt, d0, first, out); break;
+      case 5: row_values<5, R>(p, vf, hd, nt, d0, first, out); break;
+      case 6: row_values<6, R>(p, vf, hd, nt, d0, first, out); break;
+      case 7: row_values<7, R>(p, vf, hd, nt, d0, first, out); break;
+      default: row_values<8, R>(p, vf, hd, nt, d0, first, out); break;
     }
   }
 }
@@ -1113,13 +1087,14 @@ void attention_rows_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv
       const AttnRow& row = rows[r];
       if (row.n_ctx <= j0) continue;
       const int64_t nt = imin(chunk, row.n_ctx - j0);
+      const float* p[2] = {scores + r * ld_s + j0, scores + (r + 1) * ld_s + j0};
+      float* const out[2] = {row.out, r + 1 < n_rows ? rows[r + 1].out : nullptr};
       if (r + 1 < n_rows && rows[r + 1].n_ctx == row.n_ctx) {
-        row_values_all2(scores + r * ld_s + j0, scores + (r + 1) * ld_s + j0, wide, hd, nt, j0 == 0, row.out,
-                        rows[r + 1].out);
+        row_values_all<2>(p, wide, hd, nt, j0 == 0, out);
         prefetch_chunk(c + ahead, ++r, n_rows);
         continue;
       }
-      row_values_all(scores + r * ld_s + j0, wide, hd, nt, j0 == 0, row.out);
+      row_values_all<1>(p, wide, hd, nt, j0 == 0, out);
     }
   }
 }
@@ -1884,9 +1859,7 @@ void matmul_q_gemv_a8_multi(const QMatmulArgs* as, int n, const Runner& runner) 
     for (int64_t g = 0; g < G; ++g) {
       int8_t* q = xq + m * a.K + g * gs;
       quantize_row_i8(a.x + m * a.ldx + g * gs, gs, q, sxg + m * G + g);
-      int32_t s = 0;
-      for (int64_t k = 0; k < gs; ++k) s += q[k];
-      comp[m * G + g] = -off * s;
+      comp[m * G + g] = -off * sum_i8(q, gs);
     }
   QGemvA8Multi mc;
   mc.n = n;
