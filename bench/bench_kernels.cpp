@@ -20,7 +20,8 @@
 // qgemm/*  prefill matmul_q (W8A8/W4A8 VNNI on AVX-512); OP/s = 2 M N K per
 //          second, peak_frac = OP/s / (RINFER_VNNI_GOPS per thread, default
 //          648, membw.c's "int8 vnni zmm" figure).
-// attention/*, ops/*: the other kernels at model sizes; attention/cold/* reads
+// attention/*, ops/*: the other kernels at model sizes; attention/prompt/* is
+// one layer of a causal prompt as the model calls it; attention/cold/* reads
 //          another copy of the layer's K/V cache from the arena every call
 //          (as in decode, where the weights evicted it), bytes = K/V read.
 //
@@ -282,6 +283,48 @@ void BM_AttentionCold(benchmark::State& st, DType dt, int64_t n_ctx, int head_di
   st.SetLabel(kc::isa_name(kc::active_isa()));
 }
 
+// prompt: one layer's attention over a whole prompt of n_ctx tokens (causal),
+// called as the model calls it: per K/V head, runs of max_rows / group
+// tokens x the group's query heads per attention_rows call. FLOP/s counts
+// the two products (q.K and p.V) over each token's positions.
+void BM_AttentionPrompt(benchmark::State& st, DType dt, int64_t n_ctx, int head_dim, int n_kv_heads, int n_q_heads,
+                        int max_rows) {
+  const int bs = 16;
+  const int64_t n_blocks = (n_ctx + bs - 1) / bs;
+  const size_t esz = rinfer::dtype_size(dt);
+  const size_t per_block = size_t(bs) * n_kv_heads * head_dim;
+  std::vector<uint8_t> k(n_blocks * per_block * esz), v(n_blocks * per_block * esz);
+  auto kf = random_vec(n_blocks * per_block, 2), vf = random_vec(n_blocks * per_block, 3);
+  rinfer::convert_from_f32(dt, kf.data(), k.data(), kf.size());
+  rinfer::convert_from_f32(dt, vf.data(), v.data(), vf.size());
+  std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+  std::iota(table.begin(), table.end(), 0);
+  kc::PagedKV kv{k.data(), v.data(), dt, bs, n_kv_heads, head_dim};
+  auto q = random_vec(size_t(n_ctx) * n_q_heads * head_dim, 5);
+  std::vector<float> out(q.size());
+  const float scale = 1.0f / std::sqrt(float(head_dim));
+  const int group = n_q_heads / n_kv_heads;
+  const int64_t tq = std::max(1, max_rows / group);
+  std::vector<std::vector<kc::AttnRow>> calls;  // [run][kv head] -> rows
+  for (int64_t t0 = 0; t0 < n_ctx; t0 += tq)
+    for (int g = 0; g < n_kv_heads; ++g) {
+      std::vector<kc::AttnRow> rows;
+      for (int64_t t = t0; t < std::min(n_ctx, t0 + tq); ++t)
+        for (int h = g * group; h < (g + 1) * group; ++h)
+          rows.push_back({q.data() + (t * n_q_heads + h) * head_dim, out.data() + (t * n_q_heads + h) * head_dim, t + 1,
+                          0.0f});
+      calls.push_back(std::move(rows));
+    }
+  for (auto _ : st) {
+    for (size_t c = 0; c < calls.size(); ++c)
+      kc::attention_rows(calls[c].data(), int(calls[c].size()), kv, int(c % size_t(n_kv_heads)), table.data(), scale);
+    benchmark::ClobberMemory();
+  }
+  const double flops = 4.0 * n_q_heads * head_dim * double(n_ctx) * double(n_ctx + 1) / 2;
+  st.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+  st.SetLabel(kc::isa_name(kc::active_isa()));
+}
+
 // ---------------------------------------------------------------- small ops
 void BM_Rmsnorm(benchmark::State& st, int64_t n) {
   auto x = random_vec(size_t(n), 6), w = random_vec(size_t(n), 7);
@@ -426,6 +469,12 @@ void register_all() {
             [=](benchmark::State& st) { run_matmul_q(st, 512, 2048, 2048, qt, gs, threads, false); }, best);
       reg("qgemm/" + q + "g32/M128xK2048xN5632/threads:" + std::to_string(threads),
           [=](benchmark::State& st) { run_matmul_q(st, 128, 2048, 5632, qt, 32, threads, false); }, best);
+      // Qwen2.5-0.5B's MLP at a 512-token prompt (int8: group 128, int4: 32)
+      const int64_t qgs = qt == kc::QuantType::Q8 ? 128 : 32;
+      reg("qgemm/" + q + "g" + std::to_string(qgs) + "/M512xK896xN4864/threads:" + std::to_string(threads),
+          [=](benchmark::State& st) { run_matmul_q(st, 512, 896, 4864, qt, qgs, threads, false); }, best);
+      reg("qgemm/" + q + "g" + std::to_string(qgs) + "/M512xK4864xN896/threads:" + std::to_string(threads),
+          [=](benchmark::State& st) { run_matmul_q(st, 512, 4864, 896, qt, qgs, threads, false); }, best);
       if (best > kc::Isa::Avx2) {
         reg("qgemv/cold/" + q + "g32/gate_up/K2048xN5632/avx2/threads:" + std::to_string(threads),
             [=](benchmark::State& st) { run_matmul_q(st, 1, 2048, 5632, qt, 32, threads, true); }, kc::Isa::Avx2);
@@ -452,6 +501,17 @@ void register_all() {
       [=](benchmark::State& st) { BM_AttentionCold(st, DType::BF16, 512, 64, 2, 14); }, best);
   reg("attention/cold/bf16/16q16kv_hd128/ctx512/rows",
       [=](benchmark::State& st) { BM_AttentionCold(st, DType::BF16, 512, 128, 16, 16); }, best);
+  // prompt: 16 rows per call (the model before rows in lanes: 14 rows for
+  // a group of 7), 64 (now: tiles of 16 rows in lanes)
+  for (int max_rows : {16, 64}) {
+    const std::string mr = "/rows" + std::to_string(max_rows);
+    reg("attention/prompt/bf16/14q2kv_hd64/ctx512" + mr,
+        [=](benchmark::State& st) { BM_AttentionPrompt(st, DType::BF16, 512, 64, 2, 14, max_rows); }, best);
+    reg("attention/prompt/bf16/32q4kv_hd64/ctx512" + mr,
+        [=](benchmark::State& st) { BM_AttentionPrompt(st, DType::BF16, 512, 64, 4, 32, max_rows); }, best);
+    reg("attention/prompt/bf16/16q16kv_hd128/ctx512" + mr,
+        [=](benchmark::State& st) { BM_AttentionPrompt(st, DType::BF16, 512, 128, 16, 16, max_rows); }, best);
+  }
   reg("attention/f16/8q8kv_hd128/ctx1024", [=](benchmark::State& st) { BM_Attention(st, DType::F16, 1024, 128, 8, 8); },
       best);
   for (int i = 0; i <= int(best); ++i) {

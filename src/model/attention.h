@@ -34,8 +34,12 @@ class GqaAttention : public AttentionBlock {
   std::vector<float> alibi_;
   RMSNorm q_norm_, k_norm_;  // weight == nullptr: none
   float scale_;
-  // Attention tiles: at most this many (token, head) rows share a task's K/V reads.
-  static constexpr int64_t kMaxAttnRows = 16;
+  // Attention tiles: at most this many (token, head) rows share a task's K/V
+  // reads. A prompt's rows go through attention_rows in tiles of 16 rows in
+  // vector lanes; 64 keeps them full (a group of 7 heads: 9 tokens, 63 rows;
+  // with 16 it was 2 tokens, 14 rows). bench_kernels attention/prompt/*/rows16
+  // vs rows64 measures the difference.
+  static constexpr int64_t kMaxAttnRows = 64;
   struct TokenRun {
     int64_t t0, n;  // consecutive tokens of one sequence
   };

@@ -192,35 +192,46 @@ void check_attention(const AttnCase& c, uint32_t seed) {
     }
     // attention_rows: several query rows sharing this K/V head, each with its
     // own context length (prompt tokens: causal) and slope; each row must be
-    // attention_head's result within the same bound. Neighbours of one length
-    // (rows 0-1, 3-4) take the kernels' two-rows-at-once path.
-    const int64_t lens[] = {c.n_ctx, c.n_ctx, std::max<int64_t>(0, c.n_ctx - 1), c.n_ctx / 2, c.n_ctx / 2, 1, 0, c.n_ctx};
-    const int R = 8;
-    std::vector<std::vector<float>> qs, refs;
-    std::vector<double> bounds;
-    for (int r = 0; r < R; ++r) {
-      qs.push_back(random_floats(rng, size_t(c.head_dim), -c.q_scale, c.q_scale));
-      const float slope = c.alibi * float(r + 1);
-      std::vector<float> rr(static_cast<size_t>(c.head_dim)), sc(size_t(c.n_ctx) + 1);
-      reference::attention_head(qs[r].data(), kv, kv_head, table.data(), lens[r], scale, slope, rr.data(), sc.data());
-      refs.push_back(rr);
-      double qa = 0;
-      for (int d = 0; d < c.head_dim; ++d) qa += std::fabs(qs[r][d]);
-      const double se = (c.head_dim / 8.0 + 8) * u * scale * qa + 4 * u * std::fabs(slope) * c.n_ctx;
-      bounds.push_back(2 * se + 16 * u + (c.n_ctx / 2.0 + 4) * u);
-    }
-    for (Isa isa : supported_isas()) {
-      IsaScope scope(isa);
-      std::vector<std::vector<float>> outs(R, std::vector<float>(size_t(c.head_dim), 123.0f));
-      std::vector<AttnRow> rows;
-      for (int r = 0; r < R; ++r) rows.push_back({qs[r].data(), outs[r].data(), lens[r], c.alibi * float(r + 1)});
-      attention_rows(rows.data(), R, kv, kv_head, table.data(), scale);
-      for (int r = 0; r < R; ++r)
-        for (int d = 0; d < c.head_dim; ++d)
-          ASSERT_LE(std::fabs(outs[r][d] - refs[r][d]), bounds[r])
-              << "attention_rows " << isa_name(isa) << " " << dt_name(c.dt) << " hd=" << c.head_dim << " kvh="
-              << kv_head << " bs=" << c.block_size << " row " << r << " n_ctx=" << lens[r] << " d=" << d;
-    }
+    // attention_head's result within the same bound. Eight rows take the row
+    // path (neighbours of one length, rows 0-1 and 3-4, the two-rows-at-once
+    // kernels); 45 rows (a prompt's tokens x a group's heads: 7 heads per
+    // length, and some empty rows) take the rows-in-lanes path in tiles of 16,
+    // 16 and 13.
+    auto check_rows = [&](const std::vector<int64_t>& lens) {
+      const int R = int(lens.size());
+      std::vector<std::vector<float>> qs, refs;
+      std::vector<double> bounds;
+      for (int r = 0; r < R; ++r) {
+        qs.push_back(random_floats(rng, size_t(c.head_dim), -c.q_scale, c.q_scale));
+        const float slope = c.alibi * float(r % 8 + 1);
+        std::vector<float> rr(static_cast<size_t>(c.head_dim)), sc(size_t(c.n_ctx) + 1);
+        reference::attention_head(qs[r].data(), kv, kv_head, table.data(), lens[r], scale, slope, rr.data(), sc.data());
+        refs.push_back(rr);
+        double qa = 0;
+        for (int d = 0; d < c.head_dim; ++d) qa += std::fabs(qs[r][d]);
+        const double se = (c.head_dim / 8.0 + 8) * u * scale * qa + 4 * u * std::fabs(slope) * c.n_ctx;
+        bounds.push_back(2 * se + 16 * u + (c.n_ctx / 2.0 + 4) * u);
+      }
+      for (Isa isa : supported_isas()) {
+        IsaScope scope(isa);
+        std::vector<std::vector<float>> outs(R, std::vector<float>(size_t(c.head_dim), 123.0f));
+        std::vector<AttnRow> rows;
+        for (int r = 0; r < R; ++r) rows.push_back({qs[r].data(), outs[r].data(), lens[r], c.alibi * float(r % 8 + 1)});
+        attention_rows(rows.data(), R, kv, kv_head, table.data(), scale);
+        for (int r = 0; r < R; ++r)
+          for (int d = 0; d < c.head_dim; ++d)
+            ASSERT_LE(std::fabs(outs[r][d] - refs[r][d]), bounds[r])
+                << "attention_rows " << isa_name(isa) << " " << dt_name(c.dt) << " hd=" << c.head_dim << " kvh="
+                << kv_head << " bs=" << c.block_size << " rows " << R << " row " << r << " n_ctx=" << lens[r]
+                << " d=" << d;
+      }
+    };
+    check_rows({c.n_ctx, c.n_ctx, std::max<int64_t>(0, c.n_ctx - 1), c.n_ctx / 2, c.n_ctx / 2, 1, 0, c.n_ctx});
+    if (::testing::Test::HasFatalFailure()) return;
+    std::vector<int64_t> prompt;
+    for (int r = 0; r < 45; ++r) prompt.push_back(r >= 42 ? int64_t(r == 44) : std::max<int64_t>(0, c.n_ctx - r / 7));
+    check_rows(prompt);
+    if (::testing::Test::HasFatalFailure()) return;
   }
 }
 

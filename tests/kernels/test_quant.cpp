@@ -349,7 +349,7 @@ TEST(MatmulQ, MultiEqualsOneCallEach) {
   uint32_t seed = 1300;
   for (QuantType t : {QuantType::Q8, QuantType::Q4})
     for (int64_t gs : {32, 128})
-      for (int64_t M : {1, 3, 4, 9})
+      for (int64_t M : {1, 3, 4, 9, 40})
         for (bool mixed : {false, true}) {
           std::mt19937 rng(seed++);
           const int64_t K = 2 * gs + (gs == 32 ? 64 : 0), ldx = K + 5;
@@ -505,6 +505,15 @@ TEST(KvCacheI8, AttentionMatchesReference) {
               ASSERT_LE(std::fabs(o3[d] - ref[d]), bound) << "rows " << isa_name(isa) << " hd=" << hd << " n_ctx=" << n_ctx;
               ASSERT_LE(std::fabs(o2[d] - ref2[d]), bound) << "rows " << isa_name(isa) << " hd=" << hd << " n_ctx=" << n2;
             }
+            // 14 rows (the rows-in-lanes path): the row alternating with the shorter one
+            std::vector<std::vector<float>> lo(14, std::vector<float>(size_t(hd), 123.0f));
+            std::vector<AttnRow> many;
+            for (int r = 0; r < 14; ++r) many.push_back({q.data(), lo[size_t(r)].data(), r % 2 ? n2 : n_ctx, alibi});
+            attention_rows(many.data(), 14, c.kv, h, order.data(), scale);
+            for (int r = 0; r < 14; ++r)
+              for (int d = 0; d < hd; ++d)
+                ASSERT_LE(std::fabs(lo[size_t(r)][d] - (r % 2 ? ref2 : ref)[d]), bound)
+                    << "lanes " << isa_name(isa) << " hd=" << hd << " row " << r << " n_ctx=" << n_ctx;
           }
           // accuracy cost of the INT8 cache vs the same cache in f32
           KvI8& f = c;

@@ -495,11 +495,13 @@ void matmul_q(const float* x, int64_t M, int64_t K, int64_t ldx, const Quantized
 
 void matmul_q_multi(const float* x, int64_t M, int64_t K, int64_t ldx, const QMatmulOut* outs, int n,
                     ThreadPool& pool) {
-  bool fuse = n >= 2 && n <= kMatmulQMultiMax && M > 0 && M <= kQGemvMaxM;
+  // Fused: the int8-activation decode GEMV, and the VNNI prefill GEMM.
+  const bool gemv = M <= kQGemvMaxM;
+  bool fuse = n >= 2 && n <= kMatmulQMultiMax && M > 0 && (gemv || (active_isa() == Isa::Avx512 && has_vnni()));
   for (int i = 0; fuse && i < n; ++i) {
     const QuantizedWeight& w = *outs[i].w;
-    fuse = decode_a8(w) && w.type == outs[0].w->type && w.group_size == outs[0].w->group_size && w.K == K &&
-           w.zeros == nullptr && w.data && w.scales;
+    fuse = (!gemv || decode_a8(w)) && w.type == outs[0].w->type && w.group_size == outs[0].w->group_size &&
+           w.K == K && w.zeros == nullptr && w.data && w.scales;
   }
   if (!fuse) {
     for (int i = 0; i < n; ++i) matmul_q(x, M, K, ldx, *outs[i].w, outs[i].bias, outs[i].y, outs[i].ldy, pool);
@@ -511,7 +513,10 @@ void matmul_q_multi(const float* x, int64_t M, int64_t K, int64_t ldx, const QMa
     count_macs(M, outs[i].w->N, K);
     as[i] = detail::QMatmulArgs{x, M, K, ldx, outs[i].w, outs[i].bias, outs[i].y, outs[i].ldy};
   }
-  avx512::matmul_q_gemv_a8_multi(as, n, runner_for(pool));
+  if (gemv)
+    avx512::matmul_q_gemv_a8_multi(as, n, runner_for(pool));
+  else
+    avx512::matmul_q_gemm_multi(as, n, runner_for(pool));
 }
 
 }  // namespace rinfer::kernels::cpu

@@ -33,7 +33,8 @@ enum ScratchSlot : int {
   kScratchTmp = 2,
   kScratchAttnScores = 3,  // attention_rows: [row][n_ctx] scores
   kScratchAttnBlock = 4,   // attention_rows: one K or V cache block widened to f32
-  kScratchCount = 5
+  kScratchAttnLanes = 5,   // attention_rows, rows in lanes: Q^T, O^T and statistics per tile
+  kScratchCount = 6
 };
 
 struct MatmulArgs {
@@ -93,6 +94,9 @@ namespace rinfer::kernels::cpu::avx512 {
 void matmul_q_gemv_a8(const detail::QMatmulArgs& a, const detail::Runner& runner);
 // as[0 .. n): one x (x, M, K, ldx of as[0]), weights of one type and group size.
 void matmul_q_gemv_a8_multi(const detail::QMatmulArgs* as, int n, const detail::Runner& runner);
+// Prefill W8A8/W4A8 GEMM (VNNI), as[0 .. n) as for matmul_q_gemv_a8_multi:
+// x packed once, every weight's tasks in one pool job.
+void matmul_q_gemm_multi(const detail::QMatmulArgs* as, int n, const detail::Runner& runner);
 }  // namespace rinfer::kernels::cpu::avx512
 
 namespace rinfer::kernels::cpu::avx2 {

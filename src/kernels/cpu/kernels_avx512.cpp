@@ -1003,35 +1003,42 @@ constexpr int64_t kAttnChunkFloats = 4096;
 // prefetched lines evict each other); 8, 32 and 64 KB ahead measured alike.
 constexpr int64_t kAttnPrefetchBytes = 16384;
 
+// One K/V head of one sequence, walked in chunks for attention_rows: each
+// chunk is whole cache blocks widened to f32 ([t][hd], about
+// kAttnChunkFloats, L1-sized) in the calling thread's scratch. The blocks
+// are scattered (block table), and widening a chunk asks for its bytes
+// faster than memory delivers them, while the dot products that follow ask
+// for none. So the chunks are one sequence (K chunks, then V chunks) and
+// while the rows work on chunk s, the caller prefetches (in parts, one per
+// row or tile) the blocks of chunk s + ahead, about kAttnPrefetchBytes
+// ahead: the fetch overlaps the arithmetic, also across the K -> V turn.
 template <DType T>
-void attention_rows_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_head, const int32_t* block_table,
-                      float scale) {
+struct KvChunks {
   using E = typename Ld<T>::E;
-  const int hd = kv.head_dim, bs = kv.block_size;
-  int64_t n_max = 0;
-  for (int r = 0; r < n_rows; ++r) n_max = imax(n_max, rows[r].n_ctx);
-  const int64_t ld_s = (n_max + 15) / 16 * 16;
-  const int64_t chunk = imax(1, kAttnChunkFloats / hd / bs) * bs;
-  float* scores = detail::scratch(detail::kScratchAttnScores, int64_t(n_rows) * ld_s);
-  float* wide = detail::scratch(detail::kScratchAttnBlock, imin(chunk, n_max) * hd);
-  const int64_t n_blocks = (n_max + bs - 1) / bs;
+  const PagedKV& kv;
+  int kv_head;
+  const int32_t* block_table;
+  int hd, bs;
+  int64_t n_max, chunk, n_chunks, n_blocks, block_bytes, scale_bytes, ahead;
+  float* wide;
+
+  KvChunks(const PagedKV& kv_, int kv_head_, const int32_t* block_table_, int64_t n_max_)
+      : kv(kv_), kv_head(kv_head_), block_table(block_table_), hd(kv_.head_dim), bs(kv_.block_size), n_max(n_max_) {
+    chunk = imax(1, kAttnChunkFloats / hd / bs) * bs;
+    n_chunks = (n_max + chunk - 1) / chunk;
+    n_blocks = (n_max + bs - 1) / bs;
+    block_bytes = int64_t(bs) * hd * int64_t(sizeof(E));
+    scale_bytes = int64_t(bs) * int64_t(sizeof(float));
+    ahead = imax(1, kAttnPrefetchBytes / (chunk / bs * block_bytes));
+    wide = detail::scratch(detail::kScratchAttnBlock, imin(chunk, n_max) * hd);
+  }
   // First row of kv_head in block b of the sequence (head-major blocks: the
   // head's bs rows of hd values are contiguous, its scales too).
-  auto head_rows = [&](int64_t b) { return (int64_t(block_table[b]) * kv.n_kv_heads + kv_head) * bs; };
-  // The blocks are scattered (block table), and widening a chunk asks for
-  // its bytes faster than memory delivers them, while the rows' dot products
-  // that follow ask for none. So the chunks are one sequence (K chunks, then
-  // V chunks) and while the rows work on chunk s, each row first prefetches
-  // its share of the blocks of chunk s + ahead, about kAttnPrefetchBytes
-  // ahead: the fetch overlaps the arithmetic, also across the K -> V turn.
-  const int64_t n_chunks = (n_max + chunk - 1) / chunk;
-  const int64_t block_bytes = int64_t(bs) * hd * int64_t(sizeof(E));
-  const int64_t scale_bytes = int64_t(bs) * int64_t(sizeof(float));
-  const int64_t ahead = imax(1, kAttnPrefetchBytes / (chunk / bs * block_bytes));
-  // Prefetch part `part` of `parts` of the blocks of chunk s of the sequence.
-  // (prefetch_l2, not _mm_prefetch: the kernel's earlier _mm_prefetch loop
-  // was compiled to nothing.)
-  auto prefetch_chunk = [&](int64_t s, int part, int parts) {
+  int64_t head_rows(int64_t b) const { return (int64_t(block_table[b]) * kv.n_kv_heads + kv_head) * bs; }
+  // Prefetch part `part` of `parts` of the blocks of chunk s of the K-then-V
+  // sequence. (prefetch_l2, not _mm_prefetch: an _mm_prefetch loop was
+  // compiled to nothing.)
+  void prefetch(int64_t s, int part, int parts) const {
     if (s >= 2 * n_chunks) return;
     const bool v = s >= n_chunks;
     const char* base = static_cast<const char*>(v ? kv.v : kv.k);
@@ -1047,20 +1054,40 @@ void attention_rows_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv
         prefetch_l2(sp + scale_bytes - 1);
       }
     }
-  };
+  }
+  void prefetch_first() const {
+    for (int64_t c = 0; c < ahead; ++c) prefetch(c, 0, 1);
+  }
   // wide[t][0 .. hd) = token j0 + t of kv_head (K or V) in f32, t < nt.
-  auto widen_chunk = [&](const void* base, const float* scales, int64_t j0, int64_t nt) {
+  void widen(bool v, int64_t j0, int64_t nt) const {
+    const void* base = v ? kv.v : kv.k;
+    const float* scales = v ? kv.v_scale : kv.k_scale;
     for (int64_t t = 0; t < nt; t += bs) {
       const int64_t r0 = head_rows((j0 + t) / bs);
       widen_block<T>(static_cast<const E*>(base) + r0 * hd, hd, hd, imin(bs, nt - t), scales ? scales + r0 : nullptr, 1,
                      wide + t * hd);
     }
-  };
-  for (int64_t c = 0; c < ahead; ++c) prefetch_chunk(c, 0, 1);
+  }
+};
+
+// attention_rows one row (or a pair of rows of one length) at a time: the
+// decode path (one token's GQA group of heads).
+template <DType T>
+void attention_rows_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_head, const int32_t* block_table,
+                      float scale) {
+  const int hd = kv.head_dim;
+  int64_t n_max = 0;
+  for (int r = 0; r < n_rows; ++r) n_max = imax(n_max, rows[r].n_ctx);
+  const int64_t ld_s = (n_max + 15) / 16 * 16;
+  float* scores = detail::scratch(detail::kScratchAttnScores, int64_t(n_rows) * ld_s);
+  const KvChunks<T> kc(kv, kv_head, block_table, n_max);
+  const float* wide = kc.wide;
+  const int64_t chunk = kc.chunk, n_chunks = kc.n_chunks, ahead = kc.ahead;
+  kc.prefetch_first();
   for (int64_t j0 = 0, c = 0; j0 < n_max; j0 += chunk, ++c) {
-    widen_chunk(kv.k, kv.k_scale, j0, imin(chunk, n_max - j0));
+    kc.widen(false, j0, imin(chunk, n_max - j0));
     for (int r = 0; r < n_rows; ++r) {
-      prefetch_chunk(c + ahead, r, n_rows);
+      kc.prefetch(c + ahead, r, n_rows);
       const AttnRow& row = rows[r];
       if (row.n_ctx <= j0) continue;
       const int64_t nt = imin(chunk, row.n_ctx - j0);
@@ -1068,7 +1095,7 @@ void attention_rows_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv
       if (r + 1 < n_rows && rows[r + 1].n_ctx == row.n_ctx &&
           row_scores2_any(row.q, rows[r + 1].q, wide, hd, nt, j0, row.n_ctx, scale, row.alibi_slope,
                           rows[r + 1].alibi_slope, scores + r * ld_s + j0, scores + (r + 1) * ld_s + j0)) {
-        prefetch_chunk(c + ahead, ++r, n_rows);
+        kc.prefetch(c + ahead, ++r, n_rows);
         continue;
       }
       row_scores_any(row.q, wide, hd, nt, j0, row.n_ctx, scale, row.alibi_slope, scores + r * ld_s + j0);
@@ -1081,9 +1108,9 @@ void attention_rows_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv
       for (int d = 0; d < hd; ++d) rows[r].out[d] = 0.0f;
   }
   for (int64_t j0 = 0, c = n_chunks; j0 < n_max; j0 += chunk, ++c) {
-    widen_chunk(kv.v, kv.v_scale, j0, imin(chunk, n_max - j0));
+    kc.widen(true, j0, imin(chunk, n_max - j0));
     for (int r = 0; r < n_rows; ++r) {
-      prefetch_chunk(c + ahead, r, n_rows);
+      kc.prefetch(c + ahead, r, n_rows);
       const AttnRow& row = rows[r];
       if (row.n_ctx <= j0) continue;
       const int64_t nt = imin(chunk, row.n_ctx - j0);
@@ -1091,10 +1118,239 @@ void attention_rows_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv
       float* const out[2] = {row.out, r + 1 < n_rows ? rows[r + 1].out : nullptr};
       if (r + 1 < n_rows && rows[r + 1].n_ctx == row.n_ctx) {
         row_values_all<2>(p, wide, hd, nt, j0 == 0, out);
-        prefetch_chunk(c + ahead, ++r, n_rows);
+        kc.prefetch(c + ahead, ++r, n_rows);
         continue;
       }
       row_values_all<1>(p, wide, hd, nt, j0 == 0, out);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- rows in lanes
+// attention_rows with many rows (a prompt's tokens x a GQA group's heads):
+// tiles of 16 rows, one row per lane of a vector, so that nothing is summed
+// across lanes. Scores S^T[t][lane] = K_t[d] (broadcast) * Q^T[d][lane]
+// summed over d: one FMA per key and dimension for all 16 rows, where the
+// row path spends hd/16 FMAs per key and row plus horizontal sums (about 55 %
+// of the FMA peak). The softmax is per lane (max and sum run down t), and
+// O^T[d][lane] = V_t[d] (broadcast) * P^T[t][lane] summed over t likewise.
+// A tile costs hd FMAs per key whatever its row count, so fewer than
+// kLaneMinRows rows (decode: one token's group of heads) take the row path.
+constexpr int kLaneRows = 16;
+constexpr int kLaneMinRows = 12;
+constexpr int kMaxLaneTiles = 8;  // tiles per attention_lanes_t call (128 rows)
+
+// Per tile in the lanes scratch: Q^T [hd][16], O^T [hd][16], then 16 floats
+// each of n_ctx, ALiBi slope, running max and 1 / sum (as floats: context
+// lengths are exact below 2^24).
+struct LaneTile {
+  float* qt;
+  float* ot;
+  float* n_ctx;
+  float* slope;
+  float* max;
+  float* inv;
+  int64_t n_max;  // the tile's longest context
+  int n_rows;
+  static int64_t floats(int hd) { return 2 * int64_t(hd) * kLaneRows + 4 * kLaneRows; }
+};
+
+// Scores of KB keys (wide rows k[0 .. KB)) at positions j .. j + KB - 1 for
+// the tile's lanes: scale * q . K + slope * (j + i - (n_ctx - 1)), -inf at
+// positions >= n_ctx; stored st[i][lane], the running max updated. Four FMA
+// chains (d mod 4) keep each sum short.
+template <int KB>
+inline void lane_scores(const LaneTile& tl, const float* k, int hd, int64_t j, float scale, float* st) {
+  __m512 acc[4][KB];
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c)
+#pragma GCC unroll 8
+    for (int i = 0; i < KB; ++i) acc[c][i] = _mm512_setzero_ps();
+  int d = 0;
+  for (; d + 4 <= hd; d += 4)
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m512 q = _mm512_load_ps(tl.qt + (d + c) * kLaneRows);
+#pragma GCC unroll 8
+      for (int i = 0; i < KB; ++i) acc[c][i] = _mm512_fmadd_ps(_mm512_set1_ps(k[i * hd + d + c]), q, acc[c][i]);
+    }
+  for (; d < hd; ++d) {
+    const __m512 q = _mm512_load_ps(tl.qt + d * kLaneRows);
+#pragma GCC unroll 8
+    for (int i = 0; i < KB; ++i) acc[0][i] = _mm512_fmadd_ps(_mm512_set1_ps(k[i * hd + d]), q, acc[0][i]);
+  }
+  const __m512 n_ctx = _mm512_load_ps(tl.n_ctx), slope = _mm512_load_ps(tl.slope), vscale = _mm512_set1_ps(scale);
+  const __m512 last = _mm512_sub_ps(n_ctx, _mm512_set1_ps(1.0f)), ninf = _mm512_set1_ps(-INFINITY);
+  __m512 mx = _mm512_load_ps(tl.max);
+#pragma GCC unroll 8
+  for (int i = 0; i < KB; ++i) {
+    const __m512 pos = _mm512_set1_ps(float(j + i));
+    const __m512 dot = _mm512_add_ps(_mm512_add_ps(acc[0][i], acc[1][i]), _mm512_add_ps(acc[2][i], acc[3][i]));
+    __m512 s = _mm512_fmadd_ps(dot, vscale, _mm512_mul_ps(slope, _mm512_sub_ps(pos, last)));
+    s = _mm512_mask_mov_ps(ninf, _mm512_cmp_ps_mask(pos, n_ctx, _CMP_LT_OQ), s);
+    _mm512_store_ps(st + i * kLaneRows, s);
+    mx = _mm512_max_ps(mx, s);
+  }
+  _mm512_store_ps(tl.max, mx);
+}
+
+constexpr int kLaneKeys = 6;  // keys per lane_scores call: 24 accumulators
+void lane_scores_chunk(const LaneTile& tl, const float* k, int hd, int64_t j0, int64_t nt, float scale, float* st) {
+  int64_t i = 0;
+  for (; i + kLaneKeys <= nt; i += kLaneKeys)
+    lane_scores<kLaneKeys>(tl, k + i * hd, hd, j0 + i, scale, st + i * kLaneRows);
+  switch (nt - i) {
+    case 1: return lane_scores<1>(tl, k + i * hd, hd, j0 + i, scale, st + i * kLaneRows);
+    case 2: return lane_scores<2>(tl, k + i * hd, hd, j0 + i, scale, st + i * kLaneRows);
+    case 3: return lane_scores<3>(tl, k + i * hd, hd, j0 + i, scale, st + i * kLaneRows);
+    case 4: return lane_scores<4>(tl, k + i * hd, hd, j0 + i, scale, st + i * kLaneRows);
+    case 5: return lane_scores<5>(tl, k + i * hd, hd, j0 + i, scale, st + i * kLaneRows);
+    default: return;
+  }
+}
+
+// st[t][lane] = exp(st - max) for t < n_max (0 where the score is -inf),
+// and inv = 1 / sum over t (summed in double like softmax; 0 for a lane
+// with no positions).
+void lane_softmax(const LaneTile& tl, float* st) {
+  const __m512 ninf = _mm512_set1_ps(-INFINITY);
+  __m512 mx = _mm512_load_ps(tl.max);
+  mx = _mm512_mask_mov_ps(mx, _mm512_cmp_ps_mask(mx, ninf, _CMP_EQ_OQ), _mm512_setzero_ps());
+  __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
+  for (int64_t t = 0; t < tl.n_max; ++t) {
+    const __m512 s = _mm512_load_ps(st + t * kLaneRows);
+    const __m512 e = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(s, ninf, _CMP_NEQ_UQ), exp512(_mm512_sub_ps(s, mx)));
+    _mm512_store_ps(st + t * kLaneRows, e);
+    s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+    s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
+  }
+  alignas(64) double sum[kLaneRows];
+  _mm512_store_pd(sum, s0);
+  _mm512_store_pd(sum + 8, s1);
+  for (int l = 0; l < kLaneRows; ++l) tl.inv[l] = sum[l] > 0 ? float(1.0 / sum[l]) : 0.0f;
+}
+
+// O^T[d][lane] (+)= sum_{i < nt} P^T[i][lane] * V_i[d] for d in [d0, d0 + DB):
+// two chains (even and odd keys), 2 DB accumulators.
+template <int DB>
+inline void lane_values(const LaneTile& tl, const float* pt, const float* v, int hd, int64_t nt, int d0, bool first) {
+  __m512 a0[DB], a1[DB];
+#pragma GCC unroll 12
+  for (int e = 0; e < DB; ++e) {
+    a0[e] = first ? _mm512_setzero_ps() : _mm512_load_ps(tl.ot + (d0 + e) * kLaneRows);
+    a1[e] = _mm512_setzero_ps();
+  }
+  const float* vp = v + d0;
+  int64_t i = 0;
+  for (; i + 2 <= nt; i += 2, vp += 2 * hd) {
+    const __m512 p0 = _mm512_load_ps(pt + i * kLaneRows), p1 = _mm512_load_ps(pt + (i + 1) * kLaneRows);
+#pragma GCC unroll 12
+    for (int e = 0; e < DB; ++e) {
+      a0[e] = _mm512_fmadd_ps(_mm512_set1_ps(vp[e]), p0, a0[e]);
+      a1[e] = _mm512_fmadd_ps(_mm512_set1_ps(vp[hd + e]), p1, a1[e]);
+    }
+  }
+  if (i < nt) {
+    const __m512 p0 = _mm512_load_ps(pt + i * kLaneRows);
+#pragma GCC unroll 12
+    for (int e = 0; e < DB; ++e) a0[e] = _mm512_fmadd_ps(_mm512_set1_ps(vp[e]), p0, a0[e]);
+  }
+#pragma GCC unroll 12
+  for (int e = 0; e < DB; ++e) _mm512_store_ps(tl.ot + (d0 + e) * kLaneRows, _mm512_add_ps(a0[e], a1[e]));
+}
+
+constexpr int kLaneDims = 12;  // dimensions per lane_values pass: 24 accumulators
+void lane_values_chunk(const LaneTile& tl, const float* pt, const float* v, int hd, int64_t nt, bool first) {
+  int d0 = 0;
+  for (; d0 + kLaneDims <= hd; d0 += kLaneDims) lane_values<kLaneDims>(tl, pt, v, hd, nt, d0, first);
+  switch (hd - d0) {
+    case 1: return lane_values<1>(tl, pt, v, hd, nt, d0, first);
+    case 2: return lane_values<2>(tl, pt, v, hd, nt, d0, first);
+    case 3: return lane_values<3>(tl, pt, v, hd, nt, d0, first);
+    case 4: return lane_values<4>(tl, pt, v, hd, nt, d0, first);
+    case 5: return lane_values<5>(tl, pt, v, hd, nt, d0, first);
+    case 6: return lane_values<6>(tl, pt, v, hd, nt, d0, first);
+    case 7: return lane_values<7>(tl, pt, v, hd, nt, d0, first);
+    case 8: return lane_values<8>(tl, pt, v, hd, nt, d0, first);
+    case 9: return lane_values<9>(tl, pt, v, hd, nt, d0, first);
+    case 10: return lane_values<10>(tl, pt, v, hd, nt, d0, first);
+    case 11: return lane_values<11>(tl, pt, v, hd, nt, d0, first);
+    default: return;
+  }
+}
+
+// attention_rows for n_rows >= kLaneMinRows: ceil(n_rows / 16) tiles (the
+// last one may hold fewer rows, at least kLaneMinRows unless it is the only one).
+template <DType T>
+void attention_lanes_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_head, const int32_t* block_table,
+                       float scale) {
+  const int hd = kv.head_dim;
+  const int n_tiles = (n_rows + kLaneRows - 1) / kLaneRows;
+  float* buf = detail::scratch(detail::kScratchAttnLanes, n_tiles * LaneTile::floats(hd));
+  LaneTile tiles[kMaxLaneTiles];
+  int64_t n_max = 0, ld_s = 0;
+  for (int ti = 0; ti < n_tiles; ++ti) {
+    LaneTile& tl = tiles[ti];
+    float* b = buf + ti * LaneTile::floats(hd);
+    tl = {b, b + hd * kLaneRows, b + 2 * hd * kLaneRows, b + 2 * hd * kLaneRows + 16, b + 2 * hd * kLaneRows + 32,
+          b + 2 * hd * kLaneRows + 48, 0, int(imin(kLaneRows, n_rows - ti * kLaneRows))};
+    for (int d0 = 0; d0 < hd; d0 += 16) {  // Q^T, 16 x 16 at a time
+      const __mmask16 m = tail_mask(hd - d0);
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int l = 0; l < 16; ++l)
+        r[l] = l < tl.n_rows ? _mm512_maskz_loadu_ps(m, rows[ti * kLaneRows + l].q + d0) : _mm512_setzero_ps();
+      transpose16(r);
+      for (int d = 0; d < imin(16, hd - d0); ++d) _mm512_store_ps(tl.qt + (d0 + d) * kLaneRows, r[d]);
+    }
+    for (int l = 0; l < kLaneRows; ++l) {
+      const bool live = l < tl.n_rows;
+      const AttnRow* row = rows + ti * kLaneRows + l;
+      tl.n_ctx[l] = live ? float(row->n_ctx) : 0.0f;
+      tl.slope[l] = live ? row->alibi_slope : 0.0f;
+      tl.max[l] = -INFINITY;
+      if (live) tl.n_max = imax(tl.n_max, row->n_ctx);
+    }
+    n_max = imax(n_max, tl.n_max);
+  }
+  ld_s = n_max * kLaneRows;  // scores / probabilities per tile: [n_max][16]
+  float* st = detail::scratch(detail::kScratchAttnScores, n_tiles * ld_s);
+  const KvChunks<T> kc(kv, kv_head, block_table, n_max);
+  const int64_t chunk = kc.chunk, n_chunks = kc.n_chunks, ahead = kc.ahead;
+  kc.prefetch_first();
+  for (int64_t j0 = 0, c = 0; j0 < n_max; j0 += chunk, ++c) {
+    kc.widen(false, j0, imin(chunk, n_max - j0));
+    for (int ti = 0; ti < n_tiles; ++ti) {
+      kc.prefetch(c + ahead, ti, n_tiles);
+      const LaneTile& tl = tiles[ti];
+      if (tl.n_max > j0)
+        lane_scores_chunk(tl, kc.wide, hd, j0, imin(chunk, tl.n_max - j0), scale, st + ti * ld_s + j0 * kLaneRows);
+    }
+  }
+  for (int ti = 0; ti < n_tiles; ++ti) lane_softmax(tiles[ti], st + ti * ld_s);
+  for (int64_t j0 = 0, c = n_chunks; j0 < n_max; j0 += chunk, ++c) {
+    kc.widen(true, j0, imin(chunk, n_max - j0));
+    for (int ti = 0; ti < n_tiles; ++ti) {
+      kc.prefetch(c + ahead, ti, n_tiles);
+      const LaneTile& tl = tiles[ti];
+      if (tl.n_max > j0)
+        lane_values_chunk(tl, st + ti * ld_s + j0 * kLaneRows, kc.wide, hd, imin(chunk, tl.n_max - j0), j0 == 0);
+    }
+  }
+  for (int ti = 0; ti < n_tiles; ++ti) {  // out = O^T transposed back, times 1 / sum
+    const LaneTile& tl = tiles[ti];
+    if (tl.n_max == 0) {  // O^T was never written; every row is empty
+      for (int l = 0; l < tl.n_rows; ++l) std::fill_n(rows[ti * kLaneRows + l].out, hd, 0.0f);
+      continue;
+    }
+    for (int d0 = 0; d0 < hd; d0 += 16) {
+      const int nd = int(imin(16, hd - d0));
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int d = 0; d < 16; ++d) r[d] = d < nd ? _mm512_load_ps(tl.ot + (d0 + d) * kLaneRows) : _mm512_setzero_ps();
+      transpose16(r);
+      for (int l = 0; l < tl.n_rows; ++l)
+        _mm512_mask_storeu_ps(rows[ti * kLaneRows + l].out + d0, tail_mask(nd), _mm512_mul_ps(r[l], _mm512_set1_ps(tl.inv[l])));
     }
   }
 }
@@ -1372,7 +1628,7 @@ struct QGemmCtx {
   int32_t* comp;  // [m-tile][G][kQMR]: -off * sum over the group of quantized x
   float* sx;      // [M] activation scales
   int64_t n_mt, n_blocks, n_kb, kc;
-  int64_t blocks_per_task, n_ntasks, mt_per_task;
+  int64_t blocks_per_task, n_ntasks, mt_per_task, n_tasks;
 };
 
 // Sum of n int8 values, n a multiple of 32 (sad against 0 on x + 128).
@@ -1706,6 +1962,21 @@ void softmax(float* x, int64_t n) {
 
 void attention_rows(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_head, const int32_t* block_table,
                     float scale) {
+  // Tiles of 16 rows in lanes; a last tile of under kLaneMinRows rows takes the row path.
+  const int rem = n_rows % kLaneRows;
+  const int lane_rows = rem >= kLaneMinRows ? n_rows : n_rows - rem;
+  for (int r0 = 0; r0 < lane_rows; r0 += kMaxLaneTiles * kLaneRows) {
+    const int n = int(imin(lane_rows - r0, kMaxLaneTiles * kLaneRows));
+    switch (kv.dtype) {
+      case DType::F16: attention_lanes_t<DType::F16>(rows + r0, n, kv, kv_head, block_table, scale); break;
+      case DType::BF16: attention_lanes_t<DType::BF16>(rows + r0, n, kv, kv_head, block_table, scale); break;
+      case DType::I8: attention_lanes_t<DType::I8>(rows + r0, n, kv, kv_head, block_table, scale); break;
+      default: attention_lanes_t<DType::F32>(rows + r0, n, kv, kv_head, block_table, scale); break;
+    }
+  }
+  if (lane_rows == n_rows) return;
+  rows += lane_rows;
+  n_rows -= lane_rows;
   switch (kv.dtype) {
     case DType::F16: return attention_rows_t<DType::F16>(rows, n_rows, kv, kv_head, block_table, scale);
     case DType::BF16: return attention_rows_t<DType::BF16>(rows, n_rows, kv, kv_head, block_table, scale);
@@ -1802,33 +2073,68 @@ void matmul_q_gemv(const QMatmulArgs& a, const Runner& runner) {
   runner.run(runner.pool, n_tasks, &qgemv_task, &c);
 }
 
-void matmul_q_gemm(const QMatmulArgs& a, const Runner& runner) {
-  const QuantizedWeight& w = *a.w;
+// The row-block x m-tile tasks of one matrix (c.a, c.n_mt, c.kc set).
+void qgemm_partition(QGemmCtx& c, int64_t T) {
+  c.n_blocks = (c.a->w->N + 15) / 16;
+  c.blocks_per_task = imin(kQNBlocks, imax(2, round_up((c.n_blocks + 2 * T - 1) / (2 * T), 2)));
+  c.n_ntasks = (c.n_blocks + c.blocks_per_task - 1) / c.blocks_per_task;
+  int64_t m_chunks = c.n_ntasks >= 2 * T ? 1 : imin(c.n_mt, (2 * T + c.n_ntasks - 1) / c.n_ntasks);
+  // A few tasks that the threads do not divide leave one thread idle at the
+  // end: N = 896 (Qwen2.5-0.5B's o and down) made 7 tasks for 2 threads, and
+  // bench_kernels qgemm/q8g128/M512xK4864xN896 scaled 1.49x from 1 to 2
+  // threads (gate/up 1.83x). Splitting M as well makes whole rounds.
+  if (T > 1 && (c.n_ntasks * m_chunks) % T != 0 && c.n_ntasks * m_chunks < 8 * T) m_chunks *= T;
+  m_chunks = imin(m_chunks, c.n_mt);
+  c.mt_per_task = (c.n_mt + m_chunks - 1) / m_chunks;
+  c.n_tasks = c.n_ntasks * ((c.n_mt + c.mt_per_task - 1) / c.mt_per_task);
+}
+
+// Several weights of one quant type and group size times the same x (a
+// prompt's q/k/v or gate/up): x is quantized and packed once, and all the
+// matrices' tasks run as one pool job.
+struct QGemmMulti {
+  QGemmCtx ctx[kMatmulQMultiMax];
+  int64_t first_task[kMatmulQMultiMax + 1];
+};
+
+void qgemm_multi_task(void* p, int64_t task, int thread) {
+  auto& m = *static_cast<QGemmMulti*>(p);
+  int i = 0;
+  while (task >= m.first_task[i + 1]) ++i;
+  qgemm_task(&m.ctx[i], task - m.first_task[i], thread);
+}
+
+void matmul_q_gemm_multi(const QMatmulArgs* as, int n, const Runner& runner) {
+  const QMatmulArgs& a = as[0];
   QGemmCtx c{};
   c.a = &a;
   c.n_mt = (a.M + kQMR - 1) / kQMR;
-  c.n_blocks = (w.N + 15) / 16;
   c.kc = imin(kQKC, a.K);
   c.n_kb = (a.K + c.kc - 1) / c.kc;
-  const int64_t K4 = a.K / 4, G = a.K / w.group_size;
+  const int64_t K4 = a.K / 4, G = a.K / a.w->group_size;
   float* buf = detail::scratch(detail::kScratchShared, c.n_mt * kQMR * (K4 + G + 1));
   c.xp = reinterpret_cast<int32_t*>(buf);
   c.comp = c.xp + c.n_mt * K4 * kQMR;
   c.sx = reinterpret_cast<float*>(c.comp + c.n_mt * G * kQMR);
   const int64_t T = runner.n_threads;
-  c.blocks_per_task = imin(kQNBlocks, imax(2, round_up((c.n_blocks + 2 * T - 1) / (2 * T), 2)));
-  c.n_ntasks = (c.n_blocks + c.blocks_per_task - 1) / c.blocks_per_task;
-  int64_t m_chunks = c.n_ntasks >= 2 * T ? 1 : imin(c.n_mt, (2 * T + c.n_ntasks - 1) / c.n_ntasks);
-  c.mt_per_task = (c.n_mt + m_chunks - 1) / m_chunks;
-  m_chunks = (c.n_mt + c.mt_per_task - 1) / c.mt_per_task;
+  QGemmMulti mc;
+  mc.first_task[0] = 0;
+  for (int i = 0; i < n; ++i) {
+    mc.ctx[i] = c;
+    mc.ctx[i].a = &as[i];
+    qgemm_partition(mc.ctx[i], T);
+    mc.first_task[i + 1] = mc.first_task[i] + mc.ctx[i].n_tasks;
+  }
   if (T == 1) {
     for (int64_t mt = 0; mt < c.n_mt; ++mt) qgemm_pack_x_task(&c, mt, 0);
-    for (int64_t t = 0; t < c.n_ntasks * m_chunks; ++t) qgemm_task(&c, t, 0);
+    for (int64_t t = 0; t < mc.first_task[n]; ++t) qgemm_multi_task(&mc, t, 0);
     return;
   }
   runner.run(runner.pool, c.n_mt, &qgemm_pack_x_task, &c);
-  runner.run(runner.pool, c.n_ntasks * m_chunks, &qgemm_task, &c);
+  runner.run(runner.pool, mc.first_task[n], &qgemm_multi_task, &mc);
 }
+
+void matmul_q_gemm(const QMatmulArgs& a, const Runner& runner) { matmul_q_gemm_multi(&a, 1, runner); }
 
 // Several weights of one quant type and group size times the same x (q/k/v,
 // gate/up): x is quantized once and all the matrices' row-block tasks run as

@@ -220,10 +220,11 @@ void matmul_q(const float* x, int64_t M, int64_t K, int64_t ldx, const Quantized
 int64_t quant_gemv_max_m();  // 4
 
 // matmul_q of one x by several weights (a layer's q/k/v or gate/up): the same
-// results as one matmul_q per weight. On the int8-activation decode GEMV
-// (weights of one type and group size, n <= kMatmulQMultiMax) x is quantized once and every
-// weight's row blocks run as one pool job: one barrier per group of
-// matrices instead of one per matrix. Otherwise one matmul_q each.
+// results as one matmul_q per weight. On the int8-activation decode GEMV and
+// the VNNI prefill GEMM (weights of one type and group size, n <=
+// kMatmulQMultiMax) x is quantized (and packed) once and every weight's
+// tasks run as one pool job: one barrier per group of matrices instead of
+// one per matrix. Otherwise one matmul_q each.
 struct QMatmulOut {
   const QuantizedWeight* w;
   const float* bias;  // [w->N] or null
