@@ -79,6 +79,23 @@ Runner add_bench(CLI::App& app) {
     go.max_new_tokens = o->gen_len;
     go.sampling.temperature = 0;  // greedy, no EOS stop: every sample decodes gen_len tokens
     for (int i = 0; i < o->warmup; ++i) gen.generate(prompt, go);
+    // The kernel path of the prompt's matmuls (it depends on the quant type,
+    // M and the CPU, not the shape) and the peak of its instruction: a
+    // property of the machine, so the best of a probe before the samples and
+    // one after them, so that one probe whose window a shared host took a
+    // thread from (a 2-thread probe that read the 1-thread peak) cannot set it.
+    kernels::cpu::QuantizedWeight qw;
+    if (s->lm.quant) {
+      qw.type = *s->lm.quant;
+      qw.N = cfg.hidden_size;
+      qw.K = cfg.hidden_size;
+      qw.group_size = s->lm.group_size;
+    }
+    const std::string prefill_path = s->lm.quant ? kernels::cpu::matmul_q_path(o->prompt_len, qw)
+                                                 : kernels::cpu::matmul_path(o->prompt_len, s->lm.dtype);
+    kernels::cpu::PeakKind peak_kind{};
+    const bool measure_peak = o->roofline && kernels::cpu::peak_kind_of_path(prefill_path, peak_kind);
+    double peak = measure_peak ? kernels::cpu::measure_peak_gops(peak_kind, *s->pool) : 0;
     Series ttft, prefill_tps, prefill_s, decode_tps, rss, probe_bw, bw_ratio;
     const uint64_t wbytes = s->lm.model->weight_bytes_per_token();
     const bool measure_bw = o->roofline && o->mem_bw == 0;
@@ -144,18 +161,11 @@ Runner add_bench(CLI::App& app) {
     };
     std::string qpaths;
     if (s->lm.quant) {
-      // The kernel paths matmul_q takes for one decode token and for the
-      // prompt (they depend on the quant type, M and the CPU, not the shape).
-      kernels::cpu::QuantizedWeight qw;
-      qw.type = *s->lm.quant;
-      qw.N = cfg.hidden_size;
-      qw.K = cfg.hidden_size;
-      qw.group_size = s->lm.group_size;
       j["quant"] = kernels::cpu::quant_type_name(qw.type);
       j["group_size"] = s->lm.group_size;
       j["float_dtype"] = std::string(dtype_user_name(s->lm.dtype));
       j["matmul_path_decode"] = kernels::cpu::matmul_q_path(1, qw);
-      j["matmul_path_prefill"] = kernels::cpu::matmul_q_path(o->prompt_len, qw);
+      j["matmul_path_prefill"] = prefill_path;
       qpaths = str("  matmul paths    decode ", j["matmul_path_decode"].get<std::string>(), ", prefill ",
                    j["matmul_path_prefill"].get<std::string>(), " (", j["quant"].get<std::string>(), ", group ",
                    s->lm.group_size, ")\n");
@@ -164,21 +174,18 @@ Runner add_bench(CLI::App& app) {
       bool blocked = false;
       for (const auto& [name, t] : s->lm.weights->tensors()) blocked |= t.dtype == DType::BF16 && t.shape.size() == 4;
       j["matmul_path_decode"] = std::string(kernels::cpu::matmul_path(1, s->lm.dtype)) + (blocked ? "-blocked" : "");
-      j["matmul_path_prefill"] = kernels::cpu::matmul_path(o->prompt_len, s->lm.dtype);
+      j["matmul_path_prefill"] = prefill_path;
       qpaths = str("  matmul paths    decode ", j["matmul_path_decode"].get<std::string>(), ", prefill ",
                    j["matmul_path_prefill"].get<std::string>(), "\n");
     }
-    // The compute roofline, measured now (after the samples, so that its time
-    // does not show in them) on the same threads.
     j["prefill_matmul_gflop"] = prefill_gflop;
     j["prefill_matmul_gflop_s"] = prefill_gflops;
-    const std::string ppath = j["matmul_path_prefill"].get<std::string>();
-    double peak = 0;
+    // The compute roofline's second probe, now (after the samples, so that
+    // its time does not show in them), on the same threads.
     std::string peak_name;
-    kernels::cpu::PeakKind kind;
-    if (o->roofline && kernels::cpu::peak_kind_of_path(ppath, kind)) {
-      peak = kernels::cpu::measure_peak_gops(kind, *s->pool);
-      peak_name = kernels::cpu::peak_kind_name(kind);
+    if (measure_peak) {
+      peak = std::max(peak, kernels::cpu::measure_peak_gops(peak_kind, *s->pool));
+      peak_name = kernels::cpu::peak_kind_name(peak_kind);
     }
     if (peak > 0) {
       j["peak_kind"] = peak_name;
