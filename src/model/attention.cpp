@@ -42,22 +42,25 @@ void GqaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
   forward_linears(h, T, {{&q_, q}, {&k_, k}, {&v_, v}}, pool);
   kc::PagedKV cache = kv.layer(layer);
   const int64_t bs = kv.block_size();
-  if (q_norm_.weight) {
-    q_norm_.forward(q, T * NH, q);
-    k_norm_.forward(k, T * NKV, k);
-  }
-  for (int64_t t = 0; t < T; ++t) {
-    const BatchItem& item = ctx.batch[size_t(ctx.tok_item[t])];
-    const int64_t pos = ctx.tok_pos[t];
-    if (rope_) {
-      const int64_t seq_len = item.start_pos + int64_t(item.tokens.size());
-      rope_->apply(q + t * NH * D, NH, D, pos, seq_len);
-      rope_->apply(k + t * NKV * D, NKV, D, pos, seq_len);
+  // Per token (tokens write distinct cache slots): q/k norms, RoPE, and K/V
+  // into the cache before attention, so token t reads [0, pos] from it.
+  for_rows(pool, T, [&](int64_t t0, int64_t t1) {
+    if (q_norm_.weight) {
+      q_norm_.forward(q + t0 * NH * D, (t1 - t0) * NH, q + t0 * NH * D);
+      k_norm_.forward(k + t0 * NKV * D, (t1 - t0) * NKV, k + t0 * NKV * D);
     }
-    // K/V go into the cache before attention, so token t reads [0, pos] from it.
-    const int64_t slot = int64_t(item.block_table[size_t(pos / bs)]) * bs + pos % bs;
-    kc::store_kv(cache, slot, k + t * NKV * D, v + t * NKV * D);
-  }
+    for (int64_t t = t0; t < t1; ++t) {
+      const BatchItem& item = ctx.batch[size_t(ctx.tok_item[t])];
+      const int64_t pos = ctx.tok_pos[t];
+      if (rope_) {
+        const int64_t seq_len = item.start_pos + int64_t(item.tokens.size());
+        rope_->apply(q + t * NH * D, NH, D, pos, seq_len);
+        rope_->apply(k + t * NKV * D, NKV, D, pos, seq_len);
+      }
+      const int64_t slot = int64_t(item.block_table[size_t(pos / bs)]) * bs + pos % bs;
+      kc::store_kv(cache, slot, k + t * NKV * D, v + t * NKV * D);
+    }
+  });
   // One task per (run of tokens of one sequence, K/V head, tile): the rows of
   // a tile (query heads of the group x up to tq tokens) share every K/V block
   // read. Decode with fewer (sequence, K/V head) pairs than threads splits a

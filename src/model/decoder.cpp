@@ -78,12 +78,13 @@ void Decoder::forward(std::span<const BatchItem> batch, KVCache& kv, float* logi
   ForwardContext ctx{batch, tok_pos_.data(), tok_item_.data(), T, max_ctx, &kv, &pool_, &ws_};
   for (int64_t l = 0; l < int64_t(layers_.size()); ++l) {
     DecoderLayer& L = layers_[size_t(l)];
-    L.attn_norm.forward(x, T, h);
+    auto residual = [&](int64_t r0, int64_t r1) { kc::add_inplace(x + r0 * H, o + r0 * H, (r1 - r0) * H); };
+    L.attn_norm.forward(x, T, h, pool_);
     L.attn->forward(h, ctx, l, o);
-    kc::add_inplace(x, o, T * H);
-    L.ffn_norm.forward(x, T, h);
+    for_rows(pool_, T, residual);
+    L.ffn_norm.forward(x, T, h, pool_);
     L.ffn->forward(h, T, o, ws_, pool_);
-    kc::add_inplace(x, o, T * H);
+    for_rows(pool_, T, residual);
   }
   // Only the rows that want logits go through the final norm and the head.
   const int64_t rows = logit_rows(batch);

@@ -13,7 +13,7 @@ void GatedMLP::forward(const float* h, int64_t T, float* out, Workspace& ws, Thr
   float* g = ws.get(Workspace::kGate, size_t(T * I));
   float* u = ws.get(Workspace::kUp, size_t(T * I));
   forward_linears(h, T, {{&gate_, g}, {&up_, u}}, pool);
-  kernels::cpu::silu_mul(g, u, g, T * I);
+  for_rows(pool, T, [&](int64_t r0, int64_t r1) { kernels::cpu::silu_mul(g + r0 * I, u + r0 * I, g + r0 * I, (r1 - r0) * I); });
   down_.forward(g, T, out, pool);
 }
 

@@ -1379,7 +1379,15 @@ void attention_lanes_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int k
 // once per k-block (reused by every m-tile).
 constexpr int64_t kQGemvRowsPerTask = 64;   // at least this many W rows per task
 constexpr int kQMR = 6;                     // GEMM: x rows per micro tile
-constexpr int64_t kQKC = 512;               // GEMM k-block (multiple of 128)
+// GEMM k-block (a multiple of 128): the whole K of most matrices, so that a
+// micro tile's C stays in registers across K and is stored once. The weight
+// sliver (32 rows x kc) then streams from L2 instead of sitting in L1 (at
+// 1 B/cycle per dpbusd, well inside L2's bandwidth): bench_kernels qgemm
+// 1 thread, best of 9, q8g128 M512xK896xN4864 11566 us (kc 512) -> 10885,
+// K4864xN896 12026 -> 10793, q4g32 12385 -> 11853 and 12733 -> 12206;
+// qwen2.5-0.5b prefill (512 tokens, 2 threads, 5 runs) TTFT min 576 -> 562
+// ms (int8), 660 -> 634 ms (int4).
+constexpr int64_t kQKC = 8192;
 constexpr int64_t kQNBlocks = 8;            // GEMM: 16-row blocks per task (128 rows)
 constexpr int64_t kQGemvMaxMA8 = 4;         // decode A8 GEMV: x rows in one pass
 // Decode A8 GEMV on Q4: software prefetch this many bytes ahead of the weight
