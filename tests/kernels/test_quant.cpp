@@ -323,10 +323,13 @@ TEST(MatmulQ, OddShapesAllIsas) {
 }
 
 TEST(MatmulQ, LargerShapesAndKBlocks) {
-  // K beyond the GEMM k-block (512), many W blocks, M across m-tile edges
+  // K beyond the GEMM k-block (kQKC = 8192: two k-blocks, the second
+  // accumulating into y), many W blocks, M across m-tile edges
   uint32_t seed = 500;
   double worst = 0;
   for (QuantType t : {QuantType::Q8, QuantType::Q4}) {
+    worst = std::max(worst, check_matmul_q({13, 8192 + 640, 40, t, t == QuantType::Q4 ? 32 : 128, DType::F16, true},
+                                           seed++));
     worst = std::max(worst, check_matmul_q({1, 2048, 300, t, 32, DType::F16, true}, seed++));
     worst = std::max(worst, check_matmul_q({4, 1152, 77, t, 128, DType::F16, false}, seed++));
     worst = std::max(worst, check_matmul_q({37, 1664, 161, t, 64, DType::F32, true}, seed++));
