@@ -305,7 +305,7 @@ void gemv_blk_group(const float* xeo, int64_t K, const uint16_t* wb, float* out 
     }
 #pragma GCC unroll 8
     for (int r = 0; r < kBlkRows; ++r) {
-      const __m512i v = _mm512_load_si512(p + 32 * r);
+      const __m512i v = _mm512_loadu_si512(p + 32 * r);
       const __m512 lo = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
       const __m512 hi = _mm512_castsi512_ps(_mm512_and_si512(v, hi_mask));
 #pragma GCC unroll 3
