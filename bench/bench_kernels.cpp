@@ -212,23 +212,42 @@ void BM_MemRead(benchmark::State& st, int threads) {
 }
 
 // ---------------------------------------------------------------- attention
+// One layer's paged K/V cache of n_ctx random tokens in dtype dt, block size
+// 16; shuffled: the block table visits the blocks out of order, as a
+// serving pool hands them out.
+struct BenchCache {
+  std::vector<uint8_t> k, v;
+  std::vector<int32_t> table;
+  kc::PagedKV kv;
+  size_t esz;
+};
+BenchCache make_bench_cache(DType dt, int64_t n_ctx, int head_dim, int n_kv_heads, bool shuffled) {
+  const int bs = 16;
+  const int64_t n_blocks = (n_ctx + bs - 1) / bs;
+  BenchCache c;
+  c.esz = rinfer::dtype_size(dt);
+  const size_t per_block = size_t(bs) * n_kv_heads * head_dim;
+  c.k.resize(n_blocks * per_block * c.esz);
+  c.v.resize(n_blocks * per_block * c.esz);
+  auto kf = random_vec(n_blocks * per_block, 2), vf = random_vec(n_blocks * per_block, 3);
+  rinfer::convert_from_f32(dt, kf.data(), c.k.data(), kf.size());
+  rinfer::convert_from_f32(dt, vf.data(), c.v.data(), vf.size());
+  c.table.resize(static_cast<size_t>(n_blocks));
+  std::iota(c.table.begin(), c.table.end(), 0);
+  if (shuffled) std::shuffle(c.table.begin(), c.table.end(), std::mt19937(4));
+  c.kv = kc::PagedKV{c.k.data(), c.v.data(), dt, bs, n_kv_heads, head_dim};
+  return c;
+}
+
 // rows: one attention_rows call per K/V head (the group's query heads share
 // its blocks) instead of attention_head per query head; bytes_per_second
 // counts the K/V bytes of every query head either way, so times compare.
 void BM_Attention(benchmark::State& st, DType dt, int64_t n_ctx, int head_dim, int n_kv_heads, int n_q_heads,
                   bool rows = false) {
-  const int bs = 16;
-  const int64_t n_blocks = (n_ctx + bs - 1) / bs;
-  const size_t esz = rinfer::dtype_size(dt);
-  const size_t per_block = size_t(bs) * n_kv_heads * head_dim;
-  std::vector<uint8_t> k(n_blocks * per_block * esz), v(n_blocks * per_block * esz);
-  auto kf = random_vec(n_blocks * per_block, 2), vf = random_vec(n_blocks * per_block, 3);
-  rinfer::convert_from_f32(dt, kf.data(), k.data(), kf.size());
-  rinfer::convert_from_f32(dt, vf.data(), v.data(), vf.size());
-  std::vector<int32_t> table(static_cast<size_t>(n_blocks));
-  std::iota(table.begin(), table.end(), 0);
-  std::shuffle(table.begin(), table.end(), std::mt19937(4));
-  kc::PagedKV kv{k.data(), v.data(), dt, bs, n_kv_heads, head_dim};
+  const BenchCache cache = make_bench_cache(dt, n_ctx, head_dim, n_kv_heads, true);
+  const kc::PagedKV& kv = cache.kv;
+  const std::vector<int32_t>& table = cache.table;
+  const size_t esz = cache.esz;
   auto q = random_vec(size_t(n_q_heads) * head_dim, 5);
   std::vector<float> out(size_t(n_q_heads) * head_dim), scratch(static_cast<size_t>(n_ctx));
   const float scale = 1.0f / std::sqrt(float(head_dim));
@@ -289,17 +308,9 @@ void BM_AttentionCold(benchmark::State& st, DType dt, int64_t n_ctx, int head_di
 // the two products (q.K and p.V) over each token's positions.
 void BM_AttentionPrompt(benchmark::State& st, DType dt, int64_t n_ctx, int head_dim, int n_kv_heads, int n_q_heads,
                         int max_rows) {
-  const int bs = 16;
-  const int64_t n_blocks = (n_ctx + bs - 1) / bs;
-  const size_t esz = rinfer::dtype_size(dt);
-  const size_t per_block = size_t(bs) * n_kv_heads * head_dim;
-  std::vector<uint8_t> k(n_blocks * per_block * esz), v(n_blocks * per_block * esz);
-  auto kf = random_vec(n_blocks * per_block, 2), vf = random_vec(n_blocks * per_block, 3);
-  rinfer::convert_from_f32(dt, kf.data(), k.data(), kf.size());
-  rinfer::convert_from_f32(dt, vf.data(), v.data(), vf.size());
-  std::vector<int32_t> table(static_cast<size_t>(n_blocks));
-  std::iota(table.begin(), table.end(), 0);
-  kc::PagedKV kv{k.data(), v.data(), dt, bs, n_kv_heads, head_dim};
+  const BenchCache cache = make_bench_cache(dt, n_ctx, head_dim, n_kv_heads, false);
+  const kc::PagedKV& kv = cache.kv;
+  const std::vector<int32_t>& table = cache.table;
   auto q = random_vec(size_t(n_ctx) * n_q_heads * head_dim, 5);
   std::vector<float> out(q.size());
   const float scale = 1.0f / std::sqrt(float(head_dim));

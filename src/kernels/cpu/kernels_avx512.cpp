@@ -1058,6 +1058,16 @@ struct KvChunks {
   void prefetch_first() const {
     for (int64_t c = 0; c < ahead; ++c) prefetch(c, 0, 1);
   }
+  // The K (v = false) or V chunks in order: each widened, then f(j0, s) for
+  // its first position j0 (wide holds positions j0 .. j0 + chunk); s is the
+  // chunk of the sequence to prefetch (in the caller's parts) meanwhile.
+  template <typename F>
+  void for_each_chunk(bool v, F&& f) const {
+    for (int64_t j0 = 0, c = v ? n_chunks : 0; j0 < n_max; j0 += chunk, ++c) {
+      widen(v, j0, imin(chunk, n_max - j0));
+      f(j0, c + ahead);
+    }
+  }
   // wide[t][0 .. hd) = token j0 + t of kv_head (K or V) in f32, t < nt.
   void widen(bool v, int64_t j0, int64_t nt) const {
     const void* base = v ? kv.v : kv.k;
@@ -1082,48 +1092,45 @@ void attention_rows_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv
   float* scores = detail::scratch(detail::kScratchAttnScores, int64_t(n_rows) * ld_s);
   const KvChunks<T> kc(kv, kv_head, block_table, n_max);
   const float* wide = kc.wide;
-  const int64_t chunk = kc.chunk, n_chunks = kc.n_chunks, ahead = kc.ahead;
   kc.prefetch_first();
-  for (int64_t j0 = 0, c = 0; j0 < n_max; j0 += chunk, ++c) {
-    kc.widen(false, j0, imin(chunk, n_max - j0));
+  kc.for_each_chunk(false, [&](int64_t j0, int64_t pf) {
     for (int r = 0; r < n_rows; ++r) {
-      kc.prefetch(c + ahead, r, n_rows);
+      kc.prefetch(pf, r, n_rows);
       const AttnRow& row = rows[r];
       if (row.n_ctx <= j0) continue;
-      const int64_t nt = imin(chunk, row.n_ctx - j0);
+      const int64_t nt = imin(kc.chunk, row.n_ctx - j0);
       // Pairs of rows of one context length share the K loads.
       if (r + 1 < n_rows && rows[r + 1].n_ctx == row.n_ctx &&
           row_scores2_any(row.q, rows[r + 1].q, wide, hd, nt, j0, row.n_ctx, scale, row.alibi_slope,
                           rows[r + 1].alibi_slope, scores + r * ld_s + j0, scores + (r + 1) * ld_s + j0)) {
-        kc.prefetch(c + ahead, ++r, n_rows);
+        kc.prefetch(pf, ++r, n_rows);
         continue;
       }
       row_scores_any(row.q, wide, hd, nt, j0, row.n_ctx, scale, row.alibi_slope, scores + r * ld_s + j0);
     }
-  }
+  });
   for (int r = 0; r < n_rows; ++r) {
     if (rows[r].n_ctx > 0)
       softmax(scores + r * ld_s, rows[r].n_ctx);
     else
       for (int d = 0; d < hd; ++d) rows[r].out[d] = 0.0f;
   }
-  for (int64_t j0 = 0, c = n_chunks; j0 < n_max; j0 += chunk, ++c) {
-    kc.widen(true, j0, imin(chunk, n_max - j0));
+  kc.for_each_chunk(true, [&](int64_t j0, int64_t pf) {
     for (int r = 0; r < n_rows; ++r) {
-      kc.prefetch(c + ahead, r, n_rows);
+      kc.prefetch(pf, r, n_rows);
       const AttnRow& row = rows[r];
       if (row.n_ctx <= j0) continue;
-      const int64_t nt = imin(chunk, row.n_ctx - j0);
+      const int64_t nt = imin(kc.chunk, row.n_ctx - j0);
       const float* p[2] = {scores + r * ld_s + j0, scores + (r + 1) * ld_s + j0};
       float* const out[2] = {row.out, r + 1 < n_rows ? rows[r + 1].out : nullptr};
       if (r + 1 < n_rows && rows[r + 1].n_ctx == row.n_ctx) {
         row_values_all<2>(p, wide, hd, nt, j0 == 0, out);
-        kc.prefetch(c + ahead, ++r, n_rows);
+        kc.prefetch(pf, ++r, n_rows);
         continue;
       }
       row_values_all<1>(p, wide, hd, nt, j0 == 0, out);
     }
-  }
+  });
 }
 
 // ---------------------------------------------------------------- rows in lanes
@@ -1316,27 +1323,24 @@ void attention_lanes_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int k
   ld_s = n_max * kLaneRows;  // scores / probabilities per tile: [n_max][16]
   float* st = detail::scratch(detail::kScratchAttnScores, n_tiles * ld_s);
   const KvChunks<T> kc(kv, kv_head, block_table, n_max);
-  const int64_t chunk = kc.chunk, n_chunks = kc.n_chunks, ahead = kc.ahead;
   kc.prefetch_first();
-  for (int64_t j0 = 0, c = 0; j0 < n_max; j0 += chunk, ++c) {
-    kc.widen(false, j0, imin(chunk, n_max - j0));
+  kc.for_each_chunk(false, [&](int64_t j0, int64_t pf) {
     for (int ti = 0; ti < n_tiles; ++ti) {
-      kc.prefetch(c + ahead, ti, n_tiles);
+      kc.prefetch(pf, ti, n_tiles);
       const LaneTile& tl = tiles[ti];
       if (tl.n_max > j0)
-        lane_scores_chunk(tl, kc.wide, hd, j0, imin(chunk, tl.n_max - j0), scale, st + ti * ld_s + j0 * kLaneRows);
+        lane_scores_chunk(tl, kc.wide, hd, j0, imin(kc.chunk, tl.n_max - j0), scale, st + ti * ld_s + j0 * kLaneRows);
     }
-  }
+  });
   for (int ti = 0; ti < n_tiles; ++ti) lane_softmax(tiles[ti], st + ti * ld_s);
-  for (int64_t j0 = 0, c = n_chunks; j0 < n_max; j0 += chunk, ++c) {
-    kc.widen(true, j0, imin(chunk, n_max - j0));
+  kc.for_each_chunk(true, [&](int64_t j0, int64_t pf) {
     for (int ti = 0; ti < n_tiles; ++ti) {
-      kc.prefetch(c + ahead, ti, n_tiles);
+      kc.prefetch(pf, ti, n_tiles);
       const LaneTile& tl = tiles[ti];
       if (tl.n_max > j0)
-        lane_values_chunk(tl, st + ti * ld_s + j0 * kLaneRows, kc.wide, hd, imin(chunk, tl.n_max - j0), j0 == 0);
+        lane_values_chunk(tl, st + ti * ld_s + j0 * kLaneRows, kc.wide, hd, imin(kc.chunk, tl.n_max - j0), j0 == 0);
     }
-  }
+  });
   for (int ti = 0; ti < n_tiles; ++ti) {  // out = O^T transposed back, times 1 / sum
     const LaneTile& tl = tiles[ti];
     if (tl.n_max == 0) {  // O^T was never written; every row is empty
