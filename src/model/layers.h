@@ -57,9 +57,9 @@ void forward_linears(const float* x, int64_t rows, std::initializer_list<std::pa
 
 // Row-wise work of a batch (norms, residual adds, silu * up, RoPE): f(r0, r1)
 // for rows [r0, r1). A prompt's rows are split over the pool (on one thread
-// these ops left the other idle: ~4 % of a 2-thread qwen2.5-0.5b prefill's
-// samples, twice that in wall time); a decode step's few rows are not worth
-// a dispatch and stay on the calling thread.
+// these ops were ~4 % of a 2-thread qwen2.5-0.5b prefill's samples, with the
+// other thread idle meanwhile); a decode step's few rows are not worth a
+// dispatch and stay on the calling thread.
 constexpr int64_t kParallelMinRows = 16;
 template <typename F>
 void for_rows(ThreadPool& pool, int64_t rows, F&& f) {
