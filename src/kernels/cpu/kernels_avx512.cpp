@@ -1147,19 +1147,19 @@ constexpr int kLaneRows = 16;
 constexpr int kLaneMinRows = 12;
 constexpr int kMaxLaneTiles = 8;  // tiles per attention_lanes_t call (128 rows)
 
-// Per tile in the lanes scratch: Q^T [hd][16], O^T [hd][16], then 16 floats
-// each of n_ctx, ALiBi slope, running max and 1 / sum (as floats: context
-// lengths are exact below 2^24).
+// One tile: Q^T [hd][16] and O^T [hd][16] in the lanes scratch, and per lane
+// the row's n_ctx (as a float: exact below 2^24), ALiBi slope, running max
+// of its scores and 1 / sum of their exponentials.
 struct LaneTile {
   float* qt;
   float* ot;
-  float* n_ctx;
-  float* slope;
-  float* max;
-  float* inv;
+  alignas(64) float n_ctx[kLaneRows];
+  alignas(64) float slope[kLaneRows];
+  alignas(64) float max[kLaneRows];
+  alignas(64) float inv[kLaneRows];
   int64_t n_max;  // the tile's longest context
   int n_rows;
-  static int64_t floats(int hd) { return 2 * int64_t(hd) * kLaneRows + 4 * kLaneRows; }
+  static int64_t floats(int hd) { return 2 * int64_t(hd) * kLaneRows; }
 };
 
 // Scores of KB keys (wide rows k[0 .. KB)) at positions j .. j + KB - 1 for
@@ -1167,7 +1167,7 @@ struct LaneTile {
 // positions >= n_ctx; stored st[i][lane], the running max updated. Four FMA
 // chains (d mod 4) keep each sum short.
 template <int KB>
-inline void lane_scores(const LaneTile& tl, const float* k, int hd, int64_t j, float scale, float* st) {
+inline void lane_scores(LaneTile& tl, const float* k, int hd, int64_t j, float scale, float* st) {
   __m512 acc[4][KB];
 #pragma GCC unroll 4
   for (int c = 0; c < 4; ++c)
@@ -1202,7 +1202,7 @@ inline void lane_scores(const LaneTile& tl, const float* k, int hd, int64_t j, f
 }
 
 constexpr int kLaneKeys = 6;  // keys per lane_scores call: 24 accumulators
-void lane_scores_chunk(const LaneTile& tl, const float* k, int hd, int64_t j0, int64_t nt, float scale, float* st) {
+void lane_scores_chunk(LaneTile& tl, const float* k, int hd, int64_t j0, int64_t nt, float scale, float* st) {
   int64_t i = 0;
   for (; i + kLaneKeys <= nt; i += kLaneKeys)
     lane_scores<kLaneKeys>(tl, k + i * hd, hd, j0 + i, scale, st + i * kLaneRows);
@@ -1219,7 +1219,7 @@ void lane_scores_chunk(const LaneTile& tl, const float* k, int hd, int64_t j0, i
 // st[t][lane] = exp(st - max) for t < n_max (0 where the score is -inf),
 // and inv = 1 / sum over t (summed in double like softmax; 0 for a lane
 // with no positions).
-void lane_softmax(const LaneTile& tl, float* st) {
+void lane_softmax(LaneTile& tl, float* st) {
   const __m512 ninf = _mm512_set1_ps(-INFINITY);
   __m512 mx = _mm512_load_ps(tl.max);
   mx = _mm512_mask_mov_ps(mx, _mm512_cmp_ps_mask(mx, ninf, _CMP_EQ_OQ), _mm512_setzero_ps());
@@ -1295,12 +1295,13 @@ void attention_lanes_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int k
   const int n_tiles = (n_rows + kLaneRows - 1) / kLaneRows;
   float* buf = detail::scratch(detail::kScratchAttnLanes, n_tiles * LaneTile::floats(hd));
   LaneTile tiles[kMaxLaneTiles];
-  int64_t n_max = 0, ld_s = 0;
+  int64_t n_max = 0;
   for (int ti = 0; ti < n_tiles; ++ti) {
     LaneTile& tl = tiles[ti];
-    float* b = buf + ti * LaneTile::floats(hd);
-    tl = {b, b + hd * kLaneRows, b + 2 * hd * kLaneRows, b + 2 * hd * kLaneRows + 16, b + 2 * hd * kLaneRows + 32,
-          b + 2 * hd * kLaneRows + 48, 0, int(imin(kLaneRows, n_rows - ti * kLaneRows))};
+    tl.qt = buf + ti * LaneTile::floats(hd);
+    tl.ot = tl.qt + hd * kLaneRows;
+    tl.n_max = 0;
+    tl.n_rows = int(imin(kLaneRows, n_rows - ti * kLaneRows));
     for (int d0 = 0; d0 < hd; d0 += 16) {  // Q^T, 16 x 16 at a time
       const __mmask16 m = tail_mask(hd - d0);
       __m512 r[16];
@@ -1320,14 +1321,14 @@ void attention_lanes_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int k
     }
     n_max = imax(n_max, tl.n_max);
   }
-  ld_s = n_max * kLaneRows;  // scores / probabilities per tile: [n_max][16]
+  const int64_t ld_s = n_max * kLaneRows;  // scores / probabilities per tile: [n_max][16]
   float* st = detail::scratch(detail::kScratchAttnScores, n_tiles * ld_s);
   const KvChunks<T> kc(kv, kv_head, block_table, n_max);
   kc.prefetch_first();
   kc.for_each_chunk(false, [&](int64_t j0, int64_t pf) {
     for (int ti = 0; ti < n_tiles; ++ti) {
       kc.prefetch(pf, ti, n_tiles);
-      const LaneTile& tl = tiles[ti];
+      LaneTile& tl = tiles[ti];
       if (tl.n_max > j0)
         lane_scores_chunk(tl, kc.wide, hd, j0, imin(kc.chunk, tl.n_max - j0), scale, st + ti * ld_s + j0 * kLaneRows);
     }
@@ -2101,20 +2102,25 @@ void qgemm_partition(QGemmCtx& c, int64_t T) {
   c.n_tasks = c.n_ntasks * ((c.n_mt + c.mt_per_task - 1) / c.mt_per_task);
 }
 
-// Several weights of one quant type and group size times the same x (a
-// prompt's q/k/v or gate/up): x is quantized and packed once, and all the
-// matrices' tasks run as one pool job.
-struct QGemmMulti {
-  QGemmCtx ctx[kMatmulQMultiMax];
-  int64_t first_task[kMatmulQMultiMax + 1];
+// Several weights of one quant type and group size times the same x (q/k/v,
+// gate/up): x is quantized once and all the matrices' tasks run as one pool
+// job, one barrier per group of matrices instead of one per matrix. Matrix
+// i's tasks are [first_task[i], first_task[i + 1]) of the job, each run by
+// Task on ctx[i].
+template <typename Ctx, void (*Task)(void*, int64_t, int)>
+struct MultiJob {
+  Ctx ctx[kMatmulQMultiMax];
+  int64_t first_task[kMatmulQMultiMax + 1] = {0};
+  static void task(void* p, int64_t t, int thread) {
+    auto& m = *static_cast<MultiJob*>(p);
+    int i = 0;
+    while (t >= m.first_task[i + 1]) ++i;
+    Task(&m.ctx[i], t - m.first_task[i], thread);
+  }
 };
 
-void qgemm_multi_task(void* p, int64_t task, int thread) {
-  auto& m = *static_cast<QGemmMulti*>(p);
-  int i = 0;
-  while (task >= m.first_task[i + 1]) ++i;
-  qgemm_task(&m.ctx[i], task - m.first_task[i], thread);
-}
+// The prompt's case: x is packed once.
+using QGemmMulti = MultiJob<QGemmCtx, &qgemm_task>;
 
 void matmul_q_gemm_multi(const QMatmulArgs* as, int n, const Runner& runner) {
   const QMatmulArgs& a = as[0];
@@ -2130,7 +2136,6 @@ void matmul_q_gemm_multi(const QMatmulArgs* as, int n, const Runner& runner) {
   c.sx = reinterpret_cast<float*>(c.comp + c.n_mt * G * kQMR);
   const int64_t T = runner.n_threads;
   QGemmMulti mc;
-  mc.first_task[0] = 0;
   for (int i = 0; i < n; ++i) {
     mc.ctx[i] = c;
     mc.ctx[i].a = &as[i];
@@ -2139,30 +2144,17 @@ void matmul_q_gemm_multi(const QMatmulArgs* as, int n, const Runner& runner) {
   }
   if (T == 1) {
     for (int64_t mt = 0; mt < c.n_mt; ++mt) qgemm_pack_x_task(&c, mt, 0);
-    for (int64_t t = 0; t < mc.first_task[n]; ++t) qgemm_multi_task(&mc, t, 0);
+    for (int64_t t = 0; t < mc.first_task[n]; ++t) QGemmMulti::task(&mc, t, 0);
     return;
   }
   runner.run(runner.pool, c.n_mt, &qgemm_pack_x_task, &c);
-  runner.run(runner.pool, mc.first_task[n], &qgemm_multi_task, &mc);
+  runner.run(runner.pool, mc.first_task[n], &QGemmMulti::task, &mc);
 }
 
 void matmul_q_gemm(const QMatmulArgs& a, const Runner& runner) { matmul_q_gemm_multi(&a, 1, runner); }
 
-// Several weights of one quant type and group size times the same x (q/k/v,
-// gate/up): x is quantized once and all the matrices' row-block tasks run as
-// one pool job, so a decode step pays one barrier, not one per matrix.
-struct QGemvA8Multi {
-  QGemvA8Ctx ctx[kMatmulQMultiMax];
-  int64_t first_task[kMatmulQMultiMax + 1];
-  int n;
-};
-
-void qgemv_a8_multi_task(void* p, int64_t task, int thread) {
-  const auto& m = *static_cast<const QGemvA8Multi*>(p);
-  int i = 0;
-  while (task >= m.first_task[i + 1]) ++i;
-  qgemv_a8_task(const_cast<QGemvA8Ctx*>(&m.ctx[i]), task - m.first_task[i], thread);
-}
+// The decode step's case (MultiJob above): x is quantized per group once.
+using QGemvA8Multi = MultiJob<QGemvA8Ctx, &qgemv_a8_task>;
 
 void matmul_q_gemv_a8_multi(const QMatmulArgs* as, int n, const Runner& runner) {
   const QMatmulArgs& a = as[0];
@@ -2180,8 +2172,6 @@ void matmul_q_gemv_a8_multi(const QMatmulArgs* as, int n, const Runner& runner) 
       comp[m * G + g] = -off * sum_i8(q, gs);
     }
   QGemvA8Multi mc;
-  mc.n = n;
-  mc.first_task[0] = 0;
   for (int i = 0; i < n; ++i) {
     QGemvA8Ctx& c = mc.ctx[i];
     c = QGemvA8Ctx{&as[i], reinterpret_cast<const int32_t*>(xq), comp, sxg, 0, (as[i].w->N + 15) / 16};
@@ -2192,10 +2182,10 @@ void matmul_q_gemv_a8_multi(const QMatmulArgs* as, int n, const Runner& runner) 
   }
   const int64_t n_tasks = mc.first_task[n];
   if (n_tasks == 1 || runner.n_threads == 1) {
-    for (int64_t t = 0; t < n_tasks; ++t) qgemv_a8_multi_task(&mc, t, 0);
+    for (int64_t t = 0; t < n_tasks; ++t) QGemvA8Multi::task(&mc, t, 0);
     return;
   }
-  runner.run(runner.pool, n_tasks, &qgemv_a8_multi_task, &mc);
+  runner.run(runner.pool, n_tasks, &QGemvA8Multi::task, &mc);
 }
 
 void matmul_q_gemv_a8(const QMatmulArgs& a, const Runner& runner) { matmul_q_gemv_a8_multi(&a, 1, runner); }
