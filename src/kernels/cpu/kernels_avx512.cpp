@@ -10,8 +10,8 @@
 //    a register tile of M x-rows by NR (3-4) W-rows; W rows are converted to
 //    f32 in registers (F16: vcvtph2ps, BF16: zero-extend + shift), each loaded
 //    W vector serves all M rows, and the tile is reduced at the end with a
-//    transposing shuffle tree (~2 ops per accumulator). Threads take chunks
-//    of W rows from the pool (about 8 per thread, dynamic).
+//    transposing shuffle tree (~2 ops per accumulator). Each thread streams
+//    one contiguous range of W rows and then helps the others (OwnedRanges).
 //  - prefill: BLIS-style GEMM. x is packed once per call into k-major panels
 //    of kMR rows; every task converts + transposes a block of W rows into f32
 //    slivers [k][32] (once per k-block, amortised over all M rows), and a
@@ -235,20 +235,68 @@ void gemv_dispatch_m(const MatmulArgs& a, int64_t n0, int64_t n1) {
   }
 }
 
-struct GemvCtx {
-  const MatmulArgs* a;
-  int64_t rows_per_task;
-};
+// How a decode GEMV's blocks of W rows are split over the threads. A thread
+// streams W at the memory's speed only along a long contiguous run: every
+// jump to another run costs the prefetchers a ramp. In the host's 55 GB/s
+// phases bench_kernels qgemv/cold/q4g32/*/threads:2 took gate_up 155 us
+// with 16 chunks handed out in turn and 136 us with one range per thread
+// (q_o 65 -> 54 us, down 169 -> 151). A shared host also stalls a thread
+// now and then, so ranges alone would leave the other one waiting: each
+// thread owns one contiguous range of [0, n) and claims a few blocks at a
+// time from its front; a thread done with its own range claims from the
+// fronts of the others (the owner then skips what was taken).
+constexpr int kMaxRanges = 256;
+struct OwnedRanges {
+  struct alignas(64) Front {  // one cache line per counter
+    int64_t next;
+  };
+  int n_ranges = 1;
+  int64_t claim = 1;
+  int64_t hi[kMaxRanges];
+  Front front[kMaxRanges];
 
-void gemv_task(void* p, int64_t task, int) {
-  const auto& c = *static_cast<const GemvCtx*>(p);
-  const MatmulArgs& a = *c.a;
-  int64_t n0 = task * c.rows_per_task, n1 = imin(a.N, n0 + c.rows_per_task);
+  // ranges: one per thread (at most kMaxRanges); claim: blocks per claim.
+  void init(int64_t n, int ranges, int64_t claim_) {
+    n_ranges = int(imax(1, imin(imin(ranges, kMaxRanges), n)));
+    claim = imax(1, claim_);
+    for (int r = 0; r < n_ranges; ++r) {
+      front[r].next = n * r / n_ranges;
+      hi[r] = n * (r + 1) / n_ranges;
+    }
+  }
+  // f(b0, b1) over claims [b0, b1): range `self` first, then the others.
+  template <typename F>
+  void work(int self, F&& f) {
+    for (int i = 0; i < n_ranges; ++i) {
+      const int r = (self + i) % n_ranges;
+      for (;;) {
+        const int64_t b = __atomic_fetch_add(&front[r].next, claim, __ATOMIC_RELAXED);
+        if (b >= hi[r]) break;
+        f(b, imin(b + claim, hi[r]));
+      }
+    }
+  }
+};
+// Blocks per claim: about this many bytes of W.
+constexpr int64_t kGemvClaimBytes = 65536;
+
+// y rows [n0, n1) of the row-major GEMV, by weight dtype.
+void gemv_rows_any(const MatmulArgs& a, int64_t n0, int64_t n1) {
   switch (a.wdt) {
     case DType::F16: return gemv_dispatch_m<DType::F16>(a, n0, n1);
     case DType::BF16: return gemv_dispatch_m<DType::BF16>(a, n0, n1);
     default: return gemv_dispatch_m<DType::F32>(a, n0, n1);
   }
+}
+
+struct GemvCtx {
+  const MatmulArgs* a;
+  OwnedRanges ranges;  // of 4-row groups
+};
+
+void gemv_task(void* p, int64_t task, int) {
+  auto& c = *static_cast<GemvCtx*>(p);
+  c.ranges.work(int(task), [&](int64_t g0, int64_t g1) { gemv_rows_any(*c.a, 4 * g0, imin(c.a->N, 4 * g1)); });
 }
 
 void gemv(const MatmulArgs& in, const Runner& runner) {
@@ -263,17 +311,12 @@ void gemv(const MatmulArgs& in, const Runner& runner) {
     a.x = xc;
     a.ldx = ld;
   }
-  // Chunks of rows handed out dynamically: ~8 per thread so a thread slowed
-  // down by something else does not hold up the others, but at least 16 rows.
-  int64_t n_tasks = imax(1, imin(int64_t(runner.n_threads) * 8, a.N / 16));
-  int64_t rows = round_up((a.N + n_tasks - 1) / n_tasks, 4);
-  n_tasks = (a.N + rows - 1) / rows;
-  GemvCtx c{&a, rows};
-  if (n_tasks == 1 || runner.n_threads == 1) {
-    for (int64_t t = 0; t < n_tasks; ++t) gemv_task(&c, t, 0);
-    return;
-  }
-  runner.run(runner.pool, n_tasks, &gemv_task, &c);
+  const int64_t groups = (a.N + 3) / 4;  // of 4 rows (the register tiles' unit)
+  if (runner.n_threads == 1 || groups < 4) return gemv_rows_any(a, 0, a.N);
+  GemvCtx c;  // not value-initialized: init() sets what is used
+  c.a = &a;
+  c.ranges.init(groups, runner.n_threads, kGemvClaimBytes / (4 * a.K * (a.wdt == DType::F32 ? 4 : 2)));
+  runner.run(runner.pool, c.ranges.n_ranges, &gemv_task, &c);
 }
 
 // ---------------------------------------------------------------- decode GEMV, blocked BF16
@@ -316,16 +359,9 @@ void gemv_blk_group(const float* xeo, int64_t K, const uint16_t* wb, float* out 
   for (int m = 0; m < MG; ++m) reduce_accs<kBlkRows>(acc[m], out + m * kBlkRows);
 }
 
-struct GemvBlkCtx {
-  const MatmulArgs* a;
-  const float* xeo;  // [M][K]: per 32-k tile, 16 even-k then 16 odd-k values
-  int64_t blocks_per_task, n_blocks;
-};
-
-void gemv_blk_task(void* p, int64_t task, int) {
-  const auto& c = *static_cast<const GemvBlkCtx*>(p);
-  const MatmulArgs& a = *c.a;
-  const int64_t K = a.K, b0 = task * c.blocks_per_task, b1 = imin(c.n_blocks, b0 + c.blocks_per_task);
+// y rows of 8-row blocks [b0, b1) (xeo: x in the even/odd order below).
+void gemv_blk_blocks(const MatmulArgs& a, const float* xeo, int64_t b0, int64_t b1) {
+  const int64_t K = a.K;
   const auto* w = static_cast<const uint16_t*>(a.w);
   alignas(64) float out[3 * kBlkRows];
   for (int64_t b = b0; b < b1; ++b) {
@@ -333,7 +369,7 @@ void gemv_blk_task(void* p, int64_t task, int) {
     const int64_t n0 = b * kBlkRows;
     for (int64_t m0 = 0; m0 < a.M; m0 += 3) {
       const int64_t mg = imin(3, a.M - m0);
-      const float* xg = c.xeo + m0 * K;
+      const float* xg = xeo + m0 * K;
       if (mg == 3)
         gemv_blk_group<3>(xg, K, wb, out);
       else if (mg == 2)
@@ -349,6 +385,17 @@ void gemv_blk_task(void* p, int64_t task, int) {
   }
 }
 
+struct GemvBlkCtx {
+  const MatmulArgs* a;
+  const float* xeo;
+  OwnedRanges ranges;  // of 8-row blocks
+};
+
+void gemv_blk_task(void* p, int64_t task, int) {
+  auto& c = *static_cast<GemvBlkCtx*>(p);
+  c.ranges.work(int(task), [&](int64_t b0, int64_t b1) { gemv_blk_blocks(*c.a, c.xeo, b0, b1); });
+}
+
 void gemv_blocked(const MatmulArgs& a, const Runner& runner) {
   const int64_t K = a.K;
   float* xeo = detail::scratch(detail::kScratchShared, a.M * K);
@@ -360,16 +407,13 @@ void gemv_blocked(const MatmulArgs& a, const Runner& runner) {
       _mm512_store_ps(xeo + m * K + k, _mm512_permutex2var_ps(lo, even, hi));
       _mm512_store_ps(xeo + m * K + k + 16, _mm512_permutex2var_ps(lo, odd, hi));
     }
-  GemvBlkCtx c{&a, xeo, 0, a.N / kBlkRows};
-  // ~8 chunks per thread handed out dynamically (as gemv), at least 2 blocks each.
-  int64_t n_tasks = imax(1, imin(int64_t(runner.n_threads) * 8, c.n_blocks / 2));
-  c.blocks_per_task = (c.n_blocks + n_tasks - 1) / n_tasks;
-  n_tasks = (c.n_blocks + c.blocks_per_task - 1) / c.blocks_per_task;
-  if (n_tasks == 1 || runner.n_threads == 1) {
-    for (int64_t t = 0; t < n_tasks; ++t) gemv_blk_task(&c, t, 0);
-    return;
-  }
-  runner.run(runner.pool, n_tasks, &gemv_blk_task, &c);
+  const int64_t n_blocks = a.N / kBlkRows;
+  if (runner.n_threads == 1 || n_blocks < 2) return gemv_blk_blocks(a, xeo, 0, n_blocks);
+  GemvBlkCtx c;  // not value-initialized: init() sets what is used
+  c.a = &a;
+  c.xeo = xeo;
+  c.ranges.init(n_blocks, runner.n_threads, kGemvClaimBytes / (kBlkRows * K * 2));
+  runner.run(runner.pool, c.ranges.n_ranges, &gemv_blk_task, &c);
 }
 
 // ---------------------------------------------------------------- prefill GEMM
@@ -1407,7 +1451,6 @@ void attention_lanes_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int k
 // converted and multiplied by the group's row scales into f32 accumulators;
 // at the end times the row's activation scale. Q4 slivers are unpacked to u8
 // once per k-block (reused by every m-tile).
-constexpr int64_t kQGemvRowsPerTask = 64;   // at least this many W rows per task
 constexpr int kQMR = 6;                     // GEMM: x rows per micro tile
 // GEMM k-block (a multiple of 128): the whole K of most matrices, so that a
 // micro tile's C stays in registers across K and is stored once. The weight
@@ -1441,7 +1484,7 @@ inline int64_t q_block_bytes(const QuantizedWeight& w) { return w.type == QuantT
 struct QGemvCtx {
   const QMatmulArgs* a;
   const float* xsum;  // [M][G] sums of x over each group
-  int64_t blocks_per_task, n_blocks;
+  OwnedRanges ranges;  // of 16-row blocks
 };
 
 // y[m0 .. m0 + MR) for the 16 rows of block b.
@@ -1540,13 +1583,16 @@ void qgemv_range(const QGemvCtx& c, int64_t b0, int64_t b1) {
   }
 }
 
-void qgemv_task(void* p, int64_t task, int) {
-  const auto& c = *static_cast<const QGemvCtx*>(p);
-  const int64_t b0 = task * c.blocks_per_task, b1 = imin(c.n_blocks, b0 + c.blocks_per_task);
+void qgemv_blocks(const QGemvCtx& c, int64_t b0, int64_t b1) {
   if (c.a->w->type == QuantType::Q4)
     qgemv_range<true>(c, b0, b1);
   else
     qgemv_range<false>(c, b0, b1);
+}
+
+void qgemv_task(void* p, int64_t task, int) {
+  auto& c = *static_cast<QGemvCtx*>(p);
+  c.ranges.work(int(task), [&](int64_t b0, int64_t b1) { qgemv_blocks(c, b0, b1); });
 }
 
 // ---------------------------------------------------------------- W4A8 / W8A8 decode GEMV (VNNI)
@@ -1560,7 +1606,6 @@ struct QGemvA8Ctx {
   const int32_t* xq;   // [M][K/4] quads of quantized x
   const int32_t* comp; // [M][G]
   const float* sxg;    // [M][G]
-  int64_t blocks_per_task, n_blocks;
 };
 
 // GS: the group size as a constant, so the inner loops unroll completely.
@@ -1650,9 +1695,7 @@ void qgemv_a8_range(const QGemvA8Ctx& c, int64_t b0, int64_t b1) {
   }
 }
 
-void qgemv_a8_task(void* p, int64_t task, int) {
-  const auto& c = *static_cast<const QGemvA8Ctx*>(p);
-  const int64_t b0 = task * c.blocks_per_task, b1 = imin(c.n_blocks, b0 + c.blocks_per_task);
+void qgemv_a8_blocks(const QGemvA8Ctx& c, int64_t b0, int64_t b1) {
   if (c.a->w->type == QuantType::Q4)
     qgemv_a8_range<true>(c, b0, b1);
   else
@@ -2102,15 +2145,13 @@ void matmul_q_gemv(const QMatmulArgs& a, const Runner& runner) {
       for (int64_t k = g * gs; k < (g + 1) * gs; k += 16) s = _mm512_add_ps(s, _mm512_loadu_ps(a.x + m * a.ldx + k));
       xsum[m * G + g] = _mm512_reduce_add_ps(s);
     }
-  QGemvCtx c{&a, xsum, 0, (w.N + 15) / 16};
-  int64_t n_tasks = imax(1, imin(int64_t(runner.n_threads) * 8, c.n_blocks * 16 / kQGemvRowsPerTask));
-  c.blocks_per_task = (c.n_blocks + n_tasks - 1) / n_tasks;
-  n_tasks = (c.n_blocks + c.blocks_per_task - 1) / c.blocks_per_task;
-  if (n_tasks == 1 || runner.n_threads == 1) {
-    for (int64_t t = 0; t < n_tasks; ++t) qgemv_task(&c, t, 0);
-    return;
-  }
-  runner.run(runner.pool, n_tasks, &qgemv_task, &c);
+  QGemvCtx c;  // ranges: not value-initialized, init() sets what is used
+  c.a = &a;
+  c.xsum = xsum;
+  const int64_t n_blocks = (w.N + 15) / 16;
+  if (runner.n_threads == 1 || n_blocks < 2) return qgemv_blocks(c, 0, n_blocks);
+  c.ranges.init(n_blocks, runner.n_threads, kGemvClaimBytes / q_block_bytes(w));
+  runner.run(runner.pool, c.ranges.n_ranges, &qgemv_task, &c);
 }
 
 // The row-block x m-tile tasks of one matrix (c.a, c.n_mt, c.kc set).
@@ -2180,8 +2221,25 @@ void matmul_q_gemm_multi(const QMatmulArgs* as, int n, const Runner& runner) {
 
 void matmul_q_gemm(const QMatmulArgs& a, const Runner& runner) { matmul_q_gemm_multi(&a, 1, runner); }
 
-// The decode step's case (MultiJob above): x is quantized per group once.
-using QGemvA8Multi = MultiJob<QGemvA8Ctx, &qgemv_a8_task>;
+// The decode step's case: x is quantized per group once, and the blocks of
+// all the matrices (q/k/v, gate/up), one after the other, are split over the
+// threads as OwnedRanges (gate on one thread and up on the other, say).
+struct QGemvA8Job {
+  QGemvA8Ctx ctx[kMatmulQMultiMax];
+  int64_t first_block[kMatmulQMultiMax + 1] = {0};  // matrix i: [first_block[i], first_block[i + 1])
+  int n = 0;
+  OwnedRanges ranges;
+  void blocks(int64_t b0, int64_t b1) const {
+    for (int i = 0; i < n; ++i) {
+      const int64_t lo = imax(b0, first_block[i]), hi = imin(b1, first_block[i + 1]);
+      if (lo < hi) qgemv_a8_blocks(ctx[i], lo - first_block[i], hi - first_block[i]);
+    }
+  }
+  static void task(void* p, int64_t t, int) {
+    auto& j = *static_cast<QGemvA8Job*>(p);
+    j.ranges.work(int(t), [&](int64_t b0, int64_t b1) { j.blocks(b0, b1); });
+  }
+};
 
 void matmul_q_gemv_a8_multi(const QMatmulArgs* as, int n, const Runner& runner) {
   const QMatmulArgs& a = as[0];
@@ -2198,21 +2256,17 @@ void matmul_q_gemv_a8_multi(const QMatmulArgs* as, int n, const Runner& runner) 
       quantize_row_i8(a.x + m * a.ldx + g * gs, gs, q, sxg + m * G + g);
       comp[m * G + g] = -off * sum_i8(q, gs);
     }
-  QGemvA8Multi mc;
+  QGemvA8Job j;  // ranges: not value-initialized, init() sets what is used
+  j.n = n;
   for (int i = 0; i < n; ++i) {
-    QGemvA8Ctx& c = mc.ctx[i];
-    c = QGemvA8Ctx{&as[i], reinterpret_cast<const int32_t*>(xq), comp, sxg, 0, (as[i].w->N + 15) / 16};
-    int64_t n_tasks = imax(1, imin(int64_t(runner.n_threads) * 8, c.n_blocks * 16 / kQGemvRowsPerTask));
-    c.blocks_per_task = (c.n_blocks + n_tasks - 1) / n_tasks;
-    n_tasks = (c.n_blocks + c.blocks_per_task - 1) / c.blocks_per_task;
-    mc.first_task[i + 1] = mc.first_task[i] + n_tasks;
+    j.ctx[i] = QGemvA8Ctx{&as[i], reinterpret_cast<const int32_t*>(xq), comp, sxg};
+    j.first_block[i + 1] = j.first_block[i] + (as[i].w->N + 15) / 16;
   }
-  const int64_t n_tasks = mc.first_task[n];
-  if (n_tasks == 1 || runner.n_threads == 1) {
-    for (int64_t t = 0; t < n_tasks; ++t) QGemvA8Multi::task(&mc, t, 0);
-    return;
-  }
-  runner.run(runner.pool, n_tasks, &QGemvA8Multi::task, &mc);
+  const int64_t n_blocks = j.first_block[n];
+  if (runner.n_threads == 1 || n_blocks < 2) return j.blocks(0, n_blocks);
+  const int64_t block_bytes = q_block_bytes(w) + (a.K / gs) * 16 * (w.scale_dtype == DType::F16 ? 2 : 4);
+  j.ranges.init(n_blocks, runner.n_threads, kGemvClaimBytes / block_bytes);
+  runner.run(runner.pool, j.ranges.n_ranges, &QGemvA8Job::task, &j);
 }
 
 void matmul_q_gemv_a8(const QMatmulArgs& a, const Runner& runner) { matmul_q_gemv_a8_multi(&a, 1, runner); }
