@@ -212,6 +212,23 @@ void BM_MemRead(benchmark::State& st, int threads) {
 }
 
 // ---------------------------------------------------------------- attention
+// A block table over blocks 0 .. n_blocks - 1; shuffled: in an order a
+// serving pool hands them out (the same order every call).
+std::vector<int32_t> block_table(int64_t n_blocks, bool shuffled) {
+  std::vector<int32_t> t(static_cast<size_t>(n_blocks));
+  std::iota(t.begin(), t.end(), 0);
+  if (shuffled) std::shuffle(t.begin(), t.end(), std::mt19937(4));
+  return t;
+}
+
+// One token's decode rows: query head h (q and out at h * head_dim) over the
+// first n_ctx positions, no ALiBi.
+std::vector<kc::AttnRow> decode_rows(const float* q, float* out, int n_q_heads, int head_dim, int64_t n_ctx) {
+  std::vector<kc::AttnRow> rows;
+  for (int h = 0; h < n_q_heads; ++h) rows.push_back({q + h * head_dim, out + h * head_dim, n_ctx, 0.0f});
+  return rows;
+}
+
 // One layer's paged K/V cache of n_ctx random tokens in dtype dt, block size
 // 16; shuffled: the block table visits the blocks out of order, as a
 // serving pool hands them out.
@@ -232,9 +249,7 @@ BenchCache make_bench_cache(DType dt, int64_t n_ctx, int head_dim, int n_kv_head
   auto kf = random_vec(n_blocks * per_block, 2), vf = random_vec(n_blocks * per_block, 3);
   rinfer::convert_from_f32(dt, kf.data(), c.k.data(), kf.size());
   rinfer::convert_from_f32(dt, vf.data(), c.v.data(), vf.size());
-  c.table.resize(static_cast<size_t>(n_blocks));
-  std::iota(c.table.begin(), c.table.end(), 0);
-  if (shuffled) std::shuffle(c.table.begin(), c.table.end(), std::mt19937(4));
+  c.table = block_table(n_blocks, shuffled);
   c.kv = kc::PagedKV{c.k.data(), c.v.data(), dt, bs, n_kv_heads, head_dim};
   return c;
 }
@@ -252,8 +267,7 @@ void BM_Attention(benchmark::State& st, DType dt, int64_t n_ctx, int head_dim, i
   std::vector<float> out(size_t(n_q_heads) * head_dim), scratch(static_cast<size_t>(n_ctx));
   const float scale = 1.0f / std::sqrt(float(head_dim));
   const int group = n_q_heads / n_kv_heads;
-  std::vector<kc::AttnRow> row_list;
-  for (int h = 0; h < n_q_heads; ++h) row_list.push_back({q.data() + h * head_dim, out.data() + h * head_dim, n_ctx, 0.0f});
+  const std::vector<kc::AttnRow> row_list = decode_rows(q.data(), out.data(), n_q_heads, head_dim, n_ctx);
   for (auto _ : st) {
     // all query heads of one layer for one token (GQA: kv head = h / group)
     if (rows) {
@@ -281,15 +295,12 @@ void BM_AttentionCold(benchmark::State& st, DType dt, int64_t n_ctx, int head_di
   auto& ar = arena();
   const size_t copies = ar.size() / (2 * side);
   if (copies < 16) st.SkipWithError("arena too small for a cold run of this context");
-  std::vector<int32_t> table(static_cast<size_t>(n_blocks));
-  std::iota(table.begin(), table.end(), 0);
-  std::shuffle(table.begin(), table.end(), std::mt19937(4));
+  const std::vector<int32_t> table = block_table(n_blocks, true);
   auto q = random_vec(size_t(n_q_heads) * head_dim, 5);
   std::vector<float> out(size_t(n_q_heads) * head_dim);
   const float scale = 1.0f / std::sqrt(float(head_dim));
   const int group = n_q_heads / n_kv_heads;
-  std::vector<kc::AttnRow> row_list;
-  for (int h = 0; h < n_q_heads; ++h) row_list.push_back({q.data() + h * head_dim, out.data() + h * head_dim, n_ctx, 0.0f});
+  const std::vector<kc::AttnRow> row_list = decode_rows(q.data(), out.data(), n_q_heads, head_dim, n_ctx);
   auto* base = static_cast<uint8_t*>(ar.data());
   size_t i = 0;
   for (auto _ : st) {
@@ -324,15 +335,12 @@ void BM_AttentionThenO(benchmark::State& st, int64_t n_ctx, int head_dim, int n_
   auto& ar = arena();
   const size_t copies = ar.size() / stride;
   if (copies < 16) st.SkipWithError("arena too small for a cold run of this shape");
-  std::vector<int32_t> table(static_cast<size_t>(n_blocks));
-  std::iota(table.begin(), table.end(), 0);
-  std::shuffle(table.begin(), table.end(), std::mt19937(4));
+  const std::vector<int32_t> table = block_table(n_blocks, true);
   auto q = random_vec(size_t(D), 5);
   std::vector<float> attn(static_cast<size_t>(D)), y(static_cast<size_t>(D));
   const float scale = 1.0f / std::sqrt(float(head_dim));
   const int group = n_q_heads / n_kv_heads;
-  std::vector<kc::AttnRow> rows;
-  for (int h = 0; h < n_q_heads; ++h) rows.push_back({q.data() + h * head_dim, attn.data() + h * head_dim, n_ctx, 0.0f});
+  const std::vector<kc::AttnRow> rows = decode_rows(q.data(), attn.data(), n_q_heads, head_dim, n_ctx);
   auto* base = static_cast<uint8_t*>(ar.data());
   size_t i = 0;
   for (auto _ : st) {
