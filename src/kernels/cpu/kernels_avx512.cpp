@@ -1463,15 +1463,20 @@ constexpr int kQMR = 6;                     // GEMM: x rows per micro tile
 constexpr int64_t kQKC = 8192;
 constexpr int64_t kQNBlocks = 8;            // GEMM: 16-row blocks per task (128 rows)
 constexpr int64_t kQGemvMaxMA8 = 4;         // decode A8 GEMV: x rows in one pass
-// Decode A8 GEMV on Q4: software prefetch this many bytes ahead of the weight
-// line being read. Profiles showed the loads of each group's first lines
-// stalling; with the prefetch tinyllama int4 decode on 1 thread went from
-// 0.84-0.87 to 0.95-0.96 of a 27 GB/s read bandwidth (same session, A/B). On
-// 2 threads, alternating runs of bench_kernels qgemv/cold/q4g32 (q_o,
-// gate_up, down) were faster with it in 7 of 9 pairs (q_o 94-108 -> 87-100 us).
-// Q8 is slower with it (gate_up on 1 thread 540-590 -> 744-873 us): its
-// lighter loop already keeps the hardware prefetcher ahead.
-constexpr int64_t kQ4Prefetch = 8192;
+// Decode A8 GEMV on Q4: software prefetch of the weight line this many bytes
+// ahead into L2 (T2), and of the group scales kQ4ScalePrefetch bytes ahead.
+// Q4's loop does more work per byte than a plain read, so fewer of its loads
+// are in flight and the hardware prefetcher alone falls behind. Interleaved
+// with a read probe at millisecond granularity (2 threads, K 2048 x N 5632,
+// medians of ~150-450 pairs, docs/performance.md), the 2-thread GEMV moved
+// 31.7-33.4 GB/s with the former T0 prefetch 8 KB ahead and 41.8-42.0 with
+// this one while a plain read moved 45.8-46.2 (host in its fast phase), and
+// 26.2-27.1 vs 29.5-30.1 against 29.8-30.7 in its slow phase. 4 KB and 8 KB
+// ahead, T0, and no scale prefetch were each slower. Q8 is slower with any
+// prefetch (T2 6 KB: 38.0 -> 31.4 GB/s): its lighter loop keeps the
+// hardware prefetcher ahead.
+constexpr int64_t kQ4Prefetch = 6144;
+constexpr int64_t kQ4ScalePrefetch = 2048;
 
 inline __m512 load_scales16(const QuantizedWeight& w, int64_t idx) {
   if (w.scale_dtype == DType::F16)
@@ -1643,10 +1648,12 @@ void qgemv_a8_block(const QGemvA8Ctx& c, int64_t b) {
       // High nibbles are used in place (byte & 0xf0 = 16 * hi): a1 collects
       // 16x their dot products, divided back exactly once per group below.
       const uint8_t* p = wb + (k4 / 2) * 64;
-#pragma GCC unroll 16
+      // Not unrolled: measured faster than the fully unrolled group (the
+      // same A/B as kQ4Prefetch: 39.7 -> 40.6 GB/s with the T2 prefetch).
+#pragma GCC unroll 1
       for (int64_t s = 0; s < gs / 8; ++s) {
         const __m512i l = _mm512_loadu_si512(p + s * 64);
-        if constexpr (PF) _mm_prefetch(reinterpret_cast<const char*>(p + s * 64 + kQ4Prefetch), _MM_HINT_T0);
+        if constexpr (PF) _mm_prefetch(reinterpret_cast<const char*>(p + s * 64 + kQ4Prefetch), _MM_HINT_T2);
         const __m512i lo = _mm512_and_si512(l, low4), hi16 = _mm512_andnot_si512(low4, l);
 #pragma GCC unroll 4
         for (int m = 0; m < MR; ++m) {
@@ -1657,6 +1664,10 @@ void qgemv_a8_block(const QGemvA8Ctx& c, int64_t b) {
 #pragma GCC unroll 4
       for (int m = 0; m < MR; ++m) a1[m] = _mm512_srai_epi32(a1[m], 4);
     }
+    if constexpr (PF)
+      _mm_prefetch(static_cast<const char*>(w.scales) + (b * G + g) * 16 * (w.scale_dtype == DType::F16 ? 2 : 4) +
+                       kQ4ScalePrefetch,
+                   _MM_HINT_T1);
     const __m512 s16 = load_scales16(w, (b * G + g) * 16);
 #pragma GCC unroll 4
     for (int m = 0; m < MR; ++m)
