@@ -330,6 +330,20 @@ void gemv(const MatmulArgs& in, const Runner& runner) {
 // W row). Up to 3 x rows share a pass over a block (24 accumulators); more
 // rows take further passes over the same block (then L1/L2 resident).
 constexpr int kBlkRows = 8;
+// Decode GEMVs on BF16 (blocked) and Q8: one software prefetch into L2 (T2)
+// per kSparsePrefetchLines 64-byte lines, kSparsePrefetch bytes ahead. The
+// loops do enough work per byte that fewer loads are in flight than in a
+// plain read, and the hardware prefetcher alone falls behind; one prefetch
+// per line is too many (bf16 slower than none: 24.4 -> 17.9-18.5 GB/s on 1
+// thread). Interleaved with a read probe at millisecond granularity
+// (docs/performance.md, medians of 80-250 pairs): bf16 [1536 x 2048] on 1
+// thread 23.6 -> 27.4 GB/s (plain read 27.2), 2 threads 37.5 -> 41.4 (plain
+// 45.2) in the host's fast phase; Q8 g128 [2816 x 2048] 2 threads 38.9 ->
+// 43.9 (another run: 29.6-30.0 -> 33.0-33.1), 1 thread 0.73 -> 0.87 of the
+// plain read. 8 and 16 KB ahead measured alike, 24 KB and one per 8 lines
+// less well. (Q4's heavier loop wants one per line: kQ4Prefetch.)
+constexpr int kSparsePrefetchLines = 4;
+constexpr int64_t kSparsePrefetch = 12288;
 template <int MG>
 void gemv_blk_group(const float* xeo, int64_t K, const uint16_t* wb, float* out /* [MG][8] */) {
   const __m512i hi_mask = _mm512_set1_epi32(int(0xffff0000u));
@@ -349,6 +363,7 @@ void gemv_blk_group(const float* xeo, int64_t K, const uint16_t* wb, float* out 
 #pragma GCC unroll 8
     for (int r = 0; r < kBlkRows; ++r) {
       const __m512i v = _mm512_loadu_si512(p + 32 * r);
+      if (r % kSparsePrefetchLines == 0) _mm_prefetch(reinterpret_cast<const char*>(p + 32 * r) + kSparsePrefetch, _MM_HINT_T2);
       const __m512 lo = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
       const __m512 hi = _mm512_castsi512_ps(_mm512_and_si512(v, hi_mask));
 #pragma GCC unroll 3
@@ -1472,9 +1487,8 @@ constexpr int64_t kQGemvMaxMA8 = 4;         // decode A8 GEMV: x rows in one pas
 // 31.7-33.4 GB/s with the former T0 prefetch 8 KB ahead and 41.8-42.0 with
 // this one while a plain read moved 45.8-46.2 (host in its fast phase), and
 // 26.2-27.1 vs 29.5-30.1 against 29.8-30.7 in its slow phase. 4 KB and 8 KB
-// ahead, T0, and no scale prefetch were each slower. Q8 is slower with any
-// prefetch (T2 6 KB: 38.0 -> 31.4 GB/s): its lighter loop keeps the
-// hardware prefetcher ahead.
+// ahead, T0, no scale prefetch, and one prefetch per 2 or 4 lines (Q8's
+// kSparsePrefetchLines) were each slower.
 constexpr int64_t kQ4Prefetch = 6144;
 constexpr int64_t kQ4ScalePrefetch = 2048;
 
@@ -1638,6 +1652,8 @@ void qgemv_a8_block(const QGemvA8Ctx& c, int64_t b) {
 #pragma GCC unroll 16
       for (int64_t s = 0; s < gs / 4; s += 2) {
         const __m512i v0 = _mm512_loadu_si512(p + s * 64), v1 = _mm512_loadu_si512(p + s * 64 + 64);
+        if (s % kSparsePrefetchLines == 0)
+          _mm_prefetch(reinterpret_cast<const char*>(p + s * 64 + kSparsePrefetch), _MM_HINT_T2);
 #pragma GCC unroll 4
         for (int m = 0; m < MR; ++m) {
           a0[m] = _mm512_dpbusd_epi32(a0[m], v0, _mm512_set1_epi32(c.xq[m * K4 + k4 + s]));
