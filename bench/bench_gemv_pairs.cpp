@@ -1,0 +1,217 @@
+// bench_gemv_pairs: decode GEMVs against a plain read of the same bytes, in
+// alternation every few milliseconds.
+//
+// Why not Google Benchmark (bench_kernels): it runs one benchmark for a
+// while and then the next, and on a shared host whose read bandwidth jumps
+// between levels within seconds (here about 30 and 50 GB/s on 2 threads) a
+// kernel measured in one window and the read probe in another give a ratio
+// that says more about the host than the kernel. Here every round reads a
+// 64 MB probe, then for each kernel streams pieces of the kernel's size with
+// plain loads split over the threads ("plain": what the hardware gives a
+// reader of these bytes, call overheads included) and right after runs the
+// kernel over as many bytes; the kernel's GB/s is divided by that plain
+// read's. The summary gives medians over all rounds and over the third of
+// rounds with the fastest probe (where a kernel that cannot keep up with the
+// memory shows it).
+//
+// Kernels (TinyLlama-1.1B gate_up shape, K 2048 x N 5632, weights cold:
+// each call reads another copy of a 1 GiB arena):
+//   q4   W4A8 GEMV, Q4 group 32 (matmul_q, M = 1)
+//   q8   W8A8 GEMV, Q8 group 128
+//   bf16 blocked BF16 GEMV (matmul_bf16_blocked, M = 1)
+//
+// Usage: bench_gemv_pairs [--threads N=2] [--rounds N=200] [--arena-mb N=1024] [--rows]
+//   --rows prints every round (probe, plain and kernel GB/s).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/buffer.h"
+#include "core/cpu_features.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/ops.h"
+
+namespace kc = rinfer::kernels::cpu;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+__attribute__((target("avx512f"))) uint64_t read_avx512(const uint8_t* p, size_t bytes) {
+  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 256 <= bytes; i += 256) {
+    a0 = _mm512_add_epi64(a0, _mm512_loadu_si512(p + i));
+    a1 = _mm512_add_epi64(a1, _mm512_loadu_si512(p + i + 64));
+    a2 = _mm512_add_epi64(a2, _mm512_loadu_si512(p + i + 128));
+    a3 = _mm512_add_epi64(a3, _mm512_loadu_si512(p + i + 192));
+  }
+  alignas(64) uint64_t lanes[8];
+  _mm512_store_si512(lanes, _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
+  uint64_t s = 0;
+  for (uint64_t v : lanes) s += v;
+  return s;
+}
+
+volatile uint64_t g_sink;  // keeps the probe's reads
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Kernel {
+  std::string name;
+  size_t bytes;                                   // read per call
+  std::function<void(const uint8_t*)> call;       // one call on the copy at that address
+};
+
+[[noreturn]] void usage(const char* why) {
+  std::fprintf(stderr, "bench_gemv_pairs: %s\nusage: bench_gemv_pairs [--threads N] [--rounds N] [--arena-mb N] [--rows]\n",
+               why);
+  std::exit(2);
+}
+
+long parse_positive(const char* flag, const char* v) {
+  char* end = nullptr;
+  const long n = v ? std::strtol(v, &end, 10) : 0;
+  if (!v || *end || n <= 0) usage((std::string(flag) + " needs a positive integer").c_str());
+  return n;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 2, rounds = 200;
+  size_t arena_mb = 1024;
+  bool rows = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
+    if (a == "--threads") threads = int(parse_positive("--threads", v)), ++i;
+    else if (a == "--rounds") rounds = int(parse_positive("--rounds", v)), ++i;
+    else if (a == "--arena-mb") arena_mb = size_t(parse_positive("--arena-mb", v)), ++i;
+    else if (a == "--rows") rows = true;
+    else usage(("unknown argument " + a).c_str());
+  }
+  if (!rinfer::cpu_features().has_avx512_core()) {
+    std::fprintf(stderr, "bench_gemv_pairs: needs AVX-512 (the read probe and the kernels measured are AVX-512)\n");
+    return 77;  // ctest: skipped on such a machine (SKIP_RETURN_CODE)
+  }
+  constexpr int64_t K = 2048, N = 5632;
+  constexpr size_t kProbeBytes = size_t(64) << 20;
+  constexpr int kCallsPerRound = 10;
+  const size_t arena_bytes = arena_mb << 20;
+  if (arena_bytes < 2 * kProbeBytes) usage("--arena-mb must be at least 128");
+
+  rinfer::ThreadPool pool(threads);
+  rinfer::Buffer arena(arena_bytes);
+  {
+    // Bytes that are valid f16 scales and BF16 weights; any bytes are valid quants.
+    auto* p = arena.as<uint16_t>();
+    uint32_t s = 12345;
+    for (size_t i = 0; i < arena_bytes / 2; ++i) {
+      s = s * 1664525u + 1013904223u;
+      p[i] = uint16_t(0x3c00u | ((s >> 16) & 0x00ffu) | ((s >> 8) & 0x8000u));
+    }
+  }
+  const auto* base = arena.as<uint8_t>();
+  std::vector<float> x(K), y(N);
+  for (int64_t k = 0; k < K; ++k) x[size_t(k)] = float((k * 7919) % 200 - 100) / 100.0f;
+
+  std::vector<Kernel> kernels;
+  for (kc::QuantType qt : {kc::QuantType::Q4, kc::QuantType::Q8}) {
+    kc::QuantizedWeight w;
+    w.type = qt;
+    w.N = N;
+    w.K = K;
+    w.group_size = qt == kc::QuantType::Q4 ? 32 : 128;
+    w.scale_dtype = rinfer::DType::F16;
+    const size_t db = kc::quant_data_bytes(qt, N, K), sb = kc::quant_scale_bytes(N, K, w.group_size, w.scale_dtype);
+    kernels.push_back({qt == kc::QuantType::Q4 ? "q4" : "q8", db + sb, [&, w, db](const uint8_t* p) mutable {
+                         w.data = p;
+                         w.scales = p + db;
+                         kc::matmul_q(x.data(), 1, K, K, w, nullptr, y.data(), N, pool);
+                       }});
+  }
+  kernels.push_back({"bf16", size_t(N * K * 2), [&](const uint8_t* p) {
+                       kc::matmul_bf16_blocked(x.data(), 1, K, K, reinterpret_cast<const uint16_t*>(p), N, nullptr,
+                                               y.data(), N, pool);
+                     }});
+  size_t max_bytes = 0;
+  for (const auto& k : kernels) max_bytes = std::max(max_bytes, k.bytes);
+  const size_t stride = (max_bytes + 4095) / 4096 * 4096, copies = arena_bytes / stride;
+  if (copies < 2 * kCallsPerRound) usage("--arena-mb too small for cold calls (use at least 512)");
+
+  std::vector<uint64_t> sink(size_t(threads) * 8);
+  auto plain_read = [&](const uint8_t* p, size_t bytes) {
+    const size_t part = bytes / size_t(threads) / 256 * 256;
+    pool.run(threads, [&](int64_t t, int) { sink[size_t(t) * 8] += read_avx512(p + size_t(t) * part, part); });
+    return part * size_t(threads);
+  };
+  for (const auto& k : kernels) k.call(base);  // warm-up: code, scratch buffers, thread wake-up
+
+  // per round: the probe, then per kernel a plain read of its bytes and the kernel
+  const size_t n_rounds = static_cast<size_t>(rounds);
+  std::vector<double> probe(n_rounds);
+  std::vector<std::vector<double>> gbs(kernels.size(), std::vector<double>(n_rounds)), plain = gbs;
+  size_t copy = 0, probe_chunk = 0;
+  if (rows) {
+    std::printf("round probe");
+    for (const auto& k : kernels) std::printf(" plain %s", k.name.c_str());
+    std::printf("   (GB/s)\n");
+  }
+  for (int r = 0; r < rounds; ++r) {
+    auto t0 = Clock::now();
+    const size_t n_chunks = arena_bytes / kProbeBytes;
+    const size_t probe_bytes = plain_read(base + (probe_chunk++ % n_chunks) * kProbeBytes, kProbeBytes);
+    probe[size_t(r)] = double(probe_bytes) / seconds_since(t0) / 1e9;
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      t0 = Clock::now();
+      size_t bytes = 0;
+      for (int c = 0; c < kCallsPerRound; ++c) bytes += plain_read(base + (copy++ % copies) * stride, kernels[i].bytes);
+      plain[i][size_t(r)] = double(bytes) / seconds_since(t0) / 1e9;
+      t0 = Clock::now();
+      for (int c = 0; c < kCallsPerRound; ++c) kernels[i].call(base + (copy++ % copies) * stride);
+      gbs[i][size_t(r)] = double(kernels[i].bytes) * kCallsPerRound / seconds_since(t0) / 1e9;
+    }
+    if (rows) {
+      std::printf("%5d %5.1f", r, probe[size_t(r)]);
+      for (size_t i = 0; i < kernels.size(); ++i) std::printf(" %5.1f %5.1f", plain[i][size_t(r)], gbs[i][size_t(r)]);
+      std::printf("\n");
+    }
+  }
+
+  // The fastest third of rounds by probe: the host's high-bandwidth phase.
+  std::vector<size_t> order(n_rounds);
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return probe[a] > probe[b]; });
+  const size_t n_fast = std::max<size_t>(1, order.size() / 3);
+  auto summarize = [&](const char* label, const std::vector<size_t>& idx) {
+    std::vector<double> pr;
+    for (size_t i : idx) pr.push_back(probe[i]);
+    std::printf("%-22s rounds %4zu  probe %5.1f GB/s", label, idx.size(), median(pr));
+    for (size_t k = 0; k < kernels.size(); ++k) {
+      std::vector<double> g, pl, ratio;
+      for (size_t i : idx) g.push_back(gbs[k][i]), pl.push_back(plain[k][i]), ratio.push_back(gbs[k][i] / plain[k][i]);
+      std::printf("  %s %5.1f / plain %5.1f = %.2f", kernels[k].name.c_str(), median(g), median(pl), median(ratio));
+    }
+    std::printf("\n");
+  };
+  std::printf("bench_gemv_pairs: %d threads, K %lld x N %lld, %d calls per kernel per round; medians, GB/s "
+              "(kernel / plain read of the same bytes just before)\n",
+              threads, static_cast<long long>(K), static_cast<long long>(N), kCallsPerRound);
+  summarize("all rounds", order);
+  summarize("fastest third (probe)", std::vector<size_t>(order.begin(), order.begin() + long(n_fast)));
+  g_sink = sink[0];
+  return 0;
+}
