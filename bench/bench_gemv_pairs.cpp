@@ -37,26 +37,14 @@
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/ops.h"
+#include "read_probe.h"
 
 namespace kc = rinfer::kernels::cpu;
 using Clock = std::chrono::steady_clock;
 
 namespace {
 
-__attribute__((target("avx512f"))) uint64_t read_avx512(const uint8_t* p, size_t bytes) {
-  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
-  for (size_t i = 0; i + 256 <= bytes; i += 256) {
-    a0 = _mm512_add_epi64(a0, _mm512_loadu_si512(p + i));
-    a1 = _mm512_add_epi64(a1, _mm512_loadu_si512(p + i + 64));
-    a2 = _mm512_add_epi64(a2, _mm512_loadu_si512(p + i + 128));
-    a3 = _mm512_add_epi64(a3, _mm512_loadu_si512(p + i + 192));
-  }
-  alignas(64) uint64_t lanes[8];
-  _mm512_store_si512(lanes, _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
-  uint64_t s = 0;
-  for (uint64_t v : lanes) s += v;
-  return s;
-}
+using rinfer::bench::read_avx512;
 
 volatile uint64_t g_sink;  // keeps the probe's reads
 

@@ -43,6 +43,7 @@
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/ops.h"
+#include "read_probe.h"
 
 namespace kc = rinfer::kernels::cpu;
 using rinfer::DType;
@@ -174,21 +175,7 @@ void run_matmul_q(benchmark::State& st, int64_t M, int64_t K, int64_t N, kc::Qua
 }
 
 // ---------------------------------------------------------------- memory read roofline
-__attribute__((target("avx512f"))) uint64_t read_avx512(const uint8_t* p, size_t bytes) {
-  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
-  for (size_t i = 0; i + 256 <= bytes; i += 256) {
-    a0 = _mm512_add_epi64(a0, _mm512_load_si512(p + i));
-    a1 = _mm512_add_epi64(a1, _mm512_load_si512(p + i + 64));
-    a2 = _mm512_add_epi64(a2, _mm512_load_si512(p + i + 128));
-    a3 = _mm512_add_epi64(a3, _mm512_load_si512(p + i + 192));
-  }
-  // Store and add by hand: GCC 12's _mm512_reduce_add_epi64 trips -Wuninitialized.
-  alignas(64) uint64_t lanes[8];
-  _mm512_store_si512(lanes, _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
-  uint64_t sum = 0;
-  for (uint64_t v : lanes) sum += v;
-  return sum;
-}
+using rinfer::bench::read_avx512;
 
 void BM_MemRead(benchmark::State& st, int threads) {
   if (!rinfer::cpu_features().has_avx512_core()) {
