@@ -334,14 +334,15 @@ constexpr int kBlkRows = 8;
 // per kSparsePrefetchLines 64-byte lines, kSparsePrefetch bytes ahead. The
 // loops do enough work per byte that fewer loads are in flight than in a
 // plain read, and the hardware prefetcher alone falls behind; one prefetch
-// per line is too many (bf16 slower than none: 24.4 -> 17.9-18.5 GB/s on 1
+// per line is too many (bf16 slower than none: 20.1 -> 17.9-18.5 GB/s on 1
 // thread). Interleaved with a read probe at millisecond granularity
 // (docs/performance.md, medians of 80-250 pairs): bf16 [1536 x 2048] on 1
 // thread 23.6 -> 27.4 GB/s (plain read 27.2), 2 threads 37.5 -> 41.4 (plain
 // 45.2) in the host's fast phase; Q8 g128 [2816 x 2048] 2 threads 38.9 ->
 // 43.9 (another run: 29.6-30.0 -> 33.0-33.1), 1 thread 0.73 -> 0.87 of the
-// plain read. 8 and 16 KB ahead measured alike, 24 KB and one per 8 lines
-// less well. (Q4's heavier loop wants one per line: kQ4Prefetch.)
+// plain read. 8 and 16 KB ahead measured alike; 24 KB and one per 8 lines
+// alike for bf16, slower for Q8. (Q4's heavier loop wants one per line:
+// kQ4Prefetch.)
 constexpr int kSparsePrefetchLines = 4;
 constexpr int64_t kSparsePrefetch = 12288;
 template <int MG>
@@ -363,7 +364,8 @@ void gemv_blk_group(const float* xeo, int64_t K, const uint16_t* wb, float* out 
 #pragma GCC unroll 8
     for (int r = 0; r < kBlkRows; ++r) {
       const __m512i v = _mm512_loadu_si512(p + 32 * r);
-      if (r % kSparsePrefetchLines == 0) _mm_prefetch(reinterpret_cast<const char*>(p + 32 * r) + kSparsePrefetch, _MM_HINT_T2);
+      if (r % kSparsePrefetchLines == 0)
+        _mm_prefetch(reinterpret_cast<const char*>(p + 32 * r) + kSparsePrefetch, _MM_HINT_T2);
       const __m512 lo = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
       const __m512 hi = _mm512_castsi512_ps(_mm512_and_si512(v, hi_mask));
 #pragma GCC unroll 3
@@ -1710,7 +1712,7 @@ void qgemv_a8_range_pf(const QGemvA8Ctx& c, int64_t b0, int64_t b1) {
 
 template <bool Q4, int GS>
 void qgemv_a8_range_gs(const QGemvA8Ctx& c, int64_t b0, int64_t b1) {
-  qgemv_a8_range_pf<Q4, GS, Q4>(c, b0, b1);  // prefetch: Q4 only (kQ4Prefetch)
+  qgemv_a8_range_pf<Q4, GS, Q4>(c, b0, b1);  // PF: Q4's per-line prefetch (Q8 has the sparse one)
 }
 
 template <bool Q4>
