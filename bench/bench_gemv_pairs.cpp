@@ -158,19 +158,25 @@ int main(int argc, char** argv) {
     for (const auto& k : kernels) std::printf(" plain %s", k.name.c_str());
     std::printf("   (GB/s)\n");
   }
+  // GB/s of f(), which reads and returns a byte count.
+  auto gb_per_s = [](const auto& f) {
+    const auto t0 = Clock::now();
+    const size_t bytes = f();
+    return double(bytes) / seconds_since(t0) / 1e9;
+  };
+  const size_t n_chunks = arena_bytes / kProbeBytes;
   for (int r = 0; r < rounds; ++r) {
-    auto t0 = Clock::now();
-    const size_t n_chunks = arena_bytes / kProbeBytes;
-    const size_t probe_bytes = plain_read(base + (probe_chunk++ % n_chunks) * kProbeBytes, kProbeBytes);
-    probe[size_t(r)] = double(probe_bytes) / seconds_since(t0) / 1e9;
+    probe[size_t(r)] = gb_per_s([&] { return plain_read(base + (probe_chunk++ % n_chunks) * kProbeBytes, kProbeBytes); });
     for (size_t i = 0; i < kernels.size(); ++i) {
-      t0 = Clock::now();
-      size_t bytes = 0;
-      for (int c = 0; c < kCallsPerRound; ++c) bytes += plain_read(base + (copy++ % copies) * stride, kernels[i].bytes);
-      plain[i][size_t(r)] = double(bytes) / seconds_since(t0) / 1e9;
-      t0 = Clock::now();
-      for (int c = 0; c < kCallsPerRound; ++c) kernels[i].call(base + (copy++ % copies) * stride);
-      gbs[i][size_t(r)] = double(kernels[i].bytes) * kCallsPerRound / seconds_since(t0) / 1e9;
+      plain[i][size_t(r)] = gb_per_s([&] {
+        size_t bytes = 0;
+        for (int c = 0; c < kCallsPerRound; ++c) bytes += plain_read(base + (copy++ % copies) * stride, kernels[i].bytes);
+        return bytes;
+      });
+      gbs[i][size_t(r)] = gb_per_s([&] {
+        for (int c = 0; c < kCallsPerRound; ++c) kernels[i].call(base + (copy++ % copies) * stride);
+        return kernels[i].bytes * kCallsPerRound;
+      });
     }
     if (rows) {
       std::printf("%5d %5.1f", r, probe[size_t(r)]);
