@@ -507,8 +507,9 @@ void register_all() {
   // In-cache (L2) quantized GEMV: the kernel's compute ceiling, which decode
   // reaches when the memory is faster than it.
   for (kc::QuantType qt : {kc::QuantType::Q8, kc::QuantType::Q4})
-    reg(std::string("qgemv/hot/") + kc::quant_type_name(qt) + "g32/K2048xN256/threads:1",
-        [=](benchmark::State& st) { run_matmul_q(st, 1, 2048, 256, qt, 32, 1, false); }, best);
+    for (int64_t n : {256, 384, 768})
+      reg(std::string("qgemv/hot/") + kc::quant_type_name(qt) + "g32/K2048xN" + std::to_string(n) + "/threads:1",
+          [=](benchmark::State& st) { run_matmul_q(st, 1, 2048, n, qt, 32, 1, false); }, best);
   for (int threads : {1, 2}) {
     for (kc::QuantType qt : {kc::QuantType::Q8, kc::QuantType::Q4}) {
       const std::string q = kc::quant_type_name(qt);

@@ -1490,7 +1490,8 @@ constexpr int64_t kQGemvMaxMA8 = 4;         // decode A8 GEMV: x rows in one pas
 // this one while a plain read moved 45.8-46.2 (host in its fast phase), and
 // 26.2-27.1 vs 29.5-30.1 against 29.8-30.7 in its slow phase. 4 KB and 8 KB
 // ahead, T0, no scale prefetch, and one prefetch per 2 or 4 lines (Q8's
-// kSparsePrefetchLines) were each slower.
+// kSparsePrefetchLines) were each slower. With one thread streaming, no
+// software prefetch is faster (QGemvA8Ctx::prefetch).
 constexpr int64_t kQ4Prefetch = 6144;
 constexpr int64_t kQ4ScalePrefetch = 2048;
 
@@ -1627,7 +1628,25 @@ struct QGemvA8Ctx {
   const int32_t* xq;   // [M][K/4] quads of quantized x
   const int32_t* comp; // [M][G]
   const float* sxg;    // [M][G]
+  // Software prefetch of the weights (Q4: kQ4Prefetch, Q8: kSparsePrefetch):
+  // only when several threads stream. bench_gemv_pairs, Q4 g32 (one run
+  // each): 1 thread 0.76-0.79 of a plain read with it, 0.89-0.90 without;
+  // 2 threads, host in its fast phase, 0.87 with, 0.79 without. Q8: alike
+  // either way at 1 thread.
+  bool prefetch;
 };
+
+// acc + u8 w . s8 x, x one int32 (four int8) broadcast to all lanes:
+// vpdpbusd with an embedded {1to16} broadcast, accumulating in place. GCC 12
+// neither folds _mm512_set1_epi32(*x) into the instruction (a separate
+// vpbroadcastd per call) nor keeps the accumulator in one register across
+// the loop (zmm copies around each call). bench_gemv_pairs (intrinsics and
+// this in one binary, 80 rounds): Q8 g128 0.80 -> 0.95 of a plain read at
+// 1 thread, 0.91 -> 1.01 at 2; Q4 alike either way.
+inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int32_t* x) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*x));
+  return acc;
+}
 
 // GS: the group size as a constant, so the inner loops unroll completely.
 template <bool Q4, int MR, int GS, bool PF>
@@ -1654,12 +1673,12 @@ void qgemv_a8_block(const QGemvA8Ctx& c, int64_t b) {
 #pragma GCC unroll 16
       for (int64_t s = 0; s < gs / 4; s += 2) {
         const __m512i v0 = _mm512_loadu_si512(p + s * 64), v1 = _mm512_loadu_si512(p + s * 64 + 64);
-        if (s % kSparsePrefetchLines == 0)
+        if (PF && s % kSparsePrefetchLines == 0)
           _mm_prefetch(reinterpret_cast<const char*>(p + s * 64 + kSparsePrefetch), _MM_HINT_T2);
 #pragma GCC unroll 4
         for (int m = 0; m < MR; ++m) {
-          a0[m] = _mm512_dpbusd_epi32(a0[m], v0, _mm512_set1_epi32(c.xq[m * K4 + k4 + s]));
-          a1[m] = _mm512_dpbusd_epi32(a1[m], v1, _mm512_set1_epi32(c.xq[m * K4 + k4 + s + 1]));
+          a0[m] = dpbusd_bcast(a0[m], v0, c.xq + m * K4 + k4 + s);
+          a1[m] = dpbusd_bcast(a1[m], v1, c.xq + m * K4 + k4 + s + 1);
         }
       }
     } else {
@@ -1675,8 +1694,8 @@ void qgemv_a8_block(const QGemvA8Ctx& c, int64_t b) {
         const __m512i lo = _mm512_and_si512(l, low4), hi16 = _mm512_andnot_si512(low4, l);
 #pragma GCC unroll 4
         for (int m = 0; m < MR; ++m) {
-          a0[m] = _mm512_dpbusd_epi32(a0[m], lo, _mm512_set1_epi32(c.xq[m * K4 + k4 + 2 * s]));
-          a1[m] = _mm512_dpbusd_epi32(a1[m], hi16, _mm512_set1_epi32(c.xq[m * K4 + k4 + 2 * s + 1]));
+          a0[m] = dpbusd_bcast(a0[m], lo, c.xq + m * K4 + k4 + 2 * s);
+          a1[m] = dpbusd_bcast(a1[m], hi16, c.xq + m * K4 + k4 + 2 * s + 1);
         }
       }
 #pragma GCC unroll 4
@@ -1712,7 +1731,10 @@ void qgemv_a8_range_pf(const QGemvA8Ctx& c, int64_t b0, int64_t b1) {
 
 template <bool Q4, int GS>
 void qgemv_a8_range_gs(const QGemvA8Ctx& c, int64_t b0, int64_t b1) {
-  qgemv_a8_range_pf<Q4, GS, Q4>(c, b0, b1);  // PF: Q4's per-line prefetch (Q8 has the sparse one)
+  if (c.prefetch)
+    qgemv_a8_range_pf<Q4, GS, true>(c, b0, b1);
+  else
+    qgemv_a8_range_pf<Q4, GS, false>(c, b0, b1);
 }
 
 template <bool Q4>
@@ -2288,7 +2310,7 @@ void matmul_q_gemv_a8_multi(const QMatmulArgs* as, int n, const Runner& runner) 
   QGemvA8Job j;  // ranges: not value-initialized, init() sets what is used
   j.n = n;
   for (int i = 0; i < n; ++i) {
-    j.ctx[i] = QGemvA8Ctx{&as[i], reinterpret_cast<const int32_t*>(xq), comp, sxg};
+    j.ctx[i] = QGemvA8Ctx{&as[i], reinterpret_cast<const int32_t*>(xq), comp, sxg, runner.n_threads > 1};
     j.first_block[i + 1] = j.first_block[i] + (as[i].w->N + 15) / 16;
   }
   const int64_t n_blocks = j.first_block[n];
