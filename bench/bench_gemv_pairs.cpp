@@ -135,55 +135,6 @@ int main(int argc, char** argv) {
                        kc::matmul_bf16_blocked(x.data(), 1, K, K, reinterpret_cast<const uint16_t*>(p), N, nullptr,
                                                y.data(), N, pool);
                      }});
-  // A decode layer's attention (TinyLlama: 32 query heads over 4 K/V heads
-  // of 64, bf16 cache, 544 positions) and then its output projection (Q4
-  // g32, 2048 x 2048), split into tasks as GqaAttention::forward does; "ra":
-  // each attention task prefetches its slice of o (ReadAhead), "nora": not.
-  constexpr int kHeads = 32, kKvHeads = 4, kHd = 64, kCtx = 544, kBs = 16;
-  constexpr int64_t kKvBytes = int64_t(kCtx) * kKvHeads * kHd * 2;
-  std::vector<float> q(kHeads * kHd), attn(kHeads * kHd), oy(K);
-  for (size_t i = 0; i < q.size(); ++i) q[i] = float(int(i * 37 % 101) - 50) / 50.0f;
-  std::vector<int32_t> table(kCtx / kBs);
-  for (size_t i = 0; i < table.size(); ++i) table[i] = int32_t(i);
-  kc::QuantizedWeight ow;
-  ow.type = kc::QuantType::Q4;
-  ow.N = K;
-  ow.K = K;
-  ow.group_size = 32;
-  ow.scale_dtype = rinfer::DType::F16;
-  const size_t odb = kc::quant_data_bytes(ow.type, K, K), osb = kc::quant_scale_bytes(K, K, 32, ow.scale_dtype);
-  if (std::getenv("ATTN")) for (int mode : {0, 1, 2, 3, 4})
-    kernels.push_back({mode == 0 ? "attn_o_ra" : mode == 1 ? "attn_o_nora" : mode == 2 ? "attn" : mode == 3 ? "o" : "attn_ra",
-                       mode == 2 ? size_t(2 * kKvBytes) : size_t(2 * kKvBytes) + odb + osb,
-                       [&, ow, odb, mode](const uint8_t* p) mutable {
-                         const bool ra = mode == 0 || mode == 4;
-                         kc::PagedKV kv;
-                         kv.k = const_cast<uint8_t*>(p);
-                         kv.v = const_cast<uint8_t*>(p + kKvBytes);
-                         kv.dtype = rinfer::DType::BF16;
-                         kv.block_size = kBs;
-                         kv.n_kv_heads = kKvHeads;
-                         kv.head_dim = kHd;
-                         ow.data = p + 2 * kKvBytes;
-                         ow.scales = p + 2 * kKvBytes + odb;
-                         constexpr int group = kHeads / kKvHeads;
-                         if (mode != 3) pool.run(kKvHeads, [&](int64_t h, int) {
-                           kc::AttnRow rows[group];
-                           for (int r = 0; r < group; ++r)
-                             rows[r] = {q.data() + (h * group + r) * kHd, attn.data() + (h * group + r) * kHd, kCtx, 0.0f};
-                           kc::ReadAhead side;
-                           if (ra) {
-                             const int64_t b = int64_t(odb) * h / kKvHeads, e = int64_t(odb) * (h + 1) / kKvHeads;
-                             const int64_t sb = int64_t(osb) * h / kKvHeads, se = int64_t(osb) * (h + 1) / kKvHeads;
-                             side.p[0] = static_cast<const uint8_t*>(ow.data) + b;
-                             side.bytes[0] = e - b;
-                             side.p[1] = static_cast<const uint8_t*>(ow.scales) + sb;
-                             side.bytes[1] = se - sb;
-                           }
-                           kc::attention_rows(rows, group, kv, int(h), table.data(), 0.125f, side);
-                         });
-                         if (mode != 2 && mode != 4) kc::matmul_q(attn.data(), 1, K, K, ow, nullptr, oy.data(), K, pool);
-                       }});
   size_t max_bytes = 0;
   for (const auto& k : kernels) max_bytes = std::max(max_bytes, k.bytes);
   const size_t stride = (max_bytes + 4095) / 4096 * 4096, copies = arena_bytes / stride;
