@@ -1628,11 +1628,12 @@ struct QGemvA8Ctx {
   const int32_t* xq;   // [M][K/4] quads of quantized x
   const int32_t* comp; // [M][G]
   const float* sxg;    // [M][G]
-  // Software prefetch of the weights (Q4: kQ4Prefetch, Q8: kSparsePrefetch):
+  // Software prefetch of the weights (Q4: kQ4Prefetch, Q8: kSparsePrefetch)
+  // and of the group scales (kQ4ScalePrefetch, both types since cab3fe1):
   // only when several threads stream. bench_gemv_pairs, Q4 g32 (one run
   // each): 1 thread 0.76-0.79 of a plain read with it, 0.89-0.90 without;
-  // 2 threads, host in its fast phase, 0.87 with, 0.79 without. Q8: alike
-  // either way at 1 thread.
+  // 2 threads, host in its fast phase, 0.87 with, 0.79 without. Q8 g128:
+  // 0.96 either way at 1 thread, 0.91 / 0.92 at 2 (fast phase).
   bool prefetch;
 };
 
