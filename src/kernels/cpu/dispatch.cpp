@@ -419,9 +419,11 @@ int64_t quant_gemv_max_m() { return kQGemvMaxM; }
 namespace {
 std::atomic<int> g_quant_decode{int(QuantDecode::Auto)};
 
-// Decode with int8 activations? (only on AVX-512 VNNI)
-bool decode_a8(const QuantizedWeight& w) {
-  if (active_isa() != Isa::Avx512 || !has_vnni()) return false;
+// Decode with int8 activations? AVX-512 with VNNI, and AVX2 (vpmaddubsw);
+// not AVX-512 without VNNI (its weight-only GEMV).
+bool decode_a8(const QuantizedWeight&) {
+  const Isa isa = active_isa();
+  if (!(isa == Isa::Avx2 || (isa == Isa::Avx512 && has_vnni()))) return false;
   switch (QuantDecode(g_quant_decode.load(std::memory_order_relaxed))) {
     case QuantDecode::WeightOnly: return false;
     case QuantDecode::Int8Activations: return true;
@@ -438,6 +440,7 @@ const char* matmul_q_path(int64_t M, const QuantizedWeight& w) {
   const Isa isa = active_isa();
   if (isa == Isa::Scalar) return q8 ? "w8a16-scalar" : "w4a16-scalar";
   if (M <= kQGemvMaxM) {
+    if (decode_a8(w) && isa == Isa::Avx2) return q8 ? "w8a8-avx2-gemv" : "w4a8-avx2-gemv";
     if (decode_a8(w)) return q8 ? "w8a8-vnni-gemv" : "w4a8-vnni-gemv";
     return q8 ? "w8a16-gemv" : "w4a16-gemv";
   }
@@ -447,7 +450,7 @@ const char* matmul_q_path(int64_t M, const QuantizedWeight& w) {
 
 ActQuant matmul_q_activation_quant(int64_t M, const QuantizedWeight& w) {
   const char* p = matmul_q_path(M, w);
-  if (std::strstr(p, "a8-vnni-gemv")) return ActQuant::PerGroup;
+  if (std::strstr(p, "a8-vnni-gemv") || std::strstr(p, "a8-avx2-gemv")) return ActQuant::PerGroup;
   if (std::strstr(p, "a8-vnni-gemm")) return ActQuant::PerRow;
   return ActQuant::None;
 }
@@ -480,7 +483,9 @@ void matmul_q(const float* x, int64_t M, int64_t K, int64_t ldx, const Quantized
   const detail::QMatmulArgs a{x, M, K, ldx, &w, bias, y, ldy};
   const detail::Runner r = runner_for(pool);
   if (M <= kQGemvMaxM) {
-    if (decode_a8(w))
+    if (decode_a8(w) && isa == Isa::Avx2)
+      avx2::matmul_q_gemv_a8(a, r);
+    else if (decode_a8(w))
       avx512::matmul_q_gemv_a8(a, r);
     else if (isa == Isa::Avx512)
       avx512::matmul_q_gemv(a, r);
@@ -497,7 +502,8 @@ void matmul_q_multi(const float* x, int64_t M, int64_t K, int64_t ldx, const QMa
                     ThreadPool& pool) {
   // Fused: the int8-activation decode GEMV, and the VNNI prefill GEMM.
   const bool gemv = M <= kQGemvMaxM;
-  bool fuse = n >= 2 && n <= kMatmulQMultiMax && M > 0 && (gemv || (active_isa() == Isa::Avx512 && has_vnni()));
+  // (AVX-512 only: on AVX2 each matrix is its own call.)
+  bool fuse = n >= 2 && n <= kMatmulQMultiMax && M > 0 && active_isa() == Isa::Avx512 && (gemv || has_vnni());
   for (int i = 0; fuse && i < n; ++i) {
     const QuantizedWeight& w = *outs[i].w;
     fuse = (!gemv || decode_a8(w)) && w.type == outs[0].w->type && w.group_size == outs[0].w->group_size &&

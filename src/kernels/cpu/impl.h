@@ -100,6 +100,12 @@ void matmul_q_gemm_multi(const detail::QMatmulArgs* as, int n, const detail::Run
 }  // namespace rinfer::kernels::cpu::avx512
 
 namespace rinfer::kernels::cpu::avx2 {
+// Decode GEMV with x quantized per (row, group) as avx512::matmul_q_gemv_a8,
+// int8 dot products by vpmaddubsw / vpmaddwd (M <= 4).
+void matmul_q_gemv_a8(const detail::QMatmulArgs& a, const detail::Runner& runner);
+}  // namespace rinfer::kernels::cpu::avx2
+
+namespace rinfer::kernels::cpu::avx2 {
 // Decode GEMV on BF16 weights stored blocked (M <= 8; see matmul_bf16_blocked in ops.h).
 void matmul_bf16_blocked_gemv(const detail::MatmulArgs& a, const detail::Runner& runner);
 }  // namespace rinfer::kernels::cpu::avx2

@@ -979,6 +979,129 @@ void matmul_q_gemv(const QMatmulArgs& a, const Runner& runner) {
   runner.run(runner.pool, n_tasks, &qgemv_task, &c);
 }
 
+// ---------------------------------------------------------------- W4A8 / W8A8 decode GEMV (no VNNI)
+// x quantized per (row, group) as on AVX-512 (quantize_row_i8 on each
+// group); the int8 dot products by vpmaddubsw (u8 x s8 -> pairs summed in
+// s16) and vpmaddwd against ones (-> the 4 products of a row in s32), where
+// the weight-only GEMV above converts every weight to f32. vpmaddubsw
+// saturates its pair sums at 32767, so:
+//  - Q4: u = q + 8 <= 15 (pairs up to 2 * 15 * 127; both nibbles' pairs
+//    added in s16, up to 7620), and the -8 * sum(qx) term starts each
+//    group's sum as on AVX-512;
+//  - Q8: u = q + 128 would not fit (2 * 255 * 127), so the weight is taken
+//    signed (u ^ 0x80 = q, |q| <= 127 from the symmetric quantizer) and x's
+//    sign moves onto it: |x| . sign(q, x), pairs up to 2 * 127 * 127. (A
+//    byte u = 0, q = -128, which quantize_weights never writes, would not
+//    negate: vpsignb keeps -128.)
+// One 64-byte line is 16 rows x 4 k (Q4: x 8 k), its halves rows 0-7 and
+// 8-15.
+struct QGemvA8Ctx {
+  const QMatmulArgs* a;
+  const int32_t* xq;    // [M][K/4] quads of quantized x
+  const int32_t* xabs;  // Q8: [M][K/4] quads of |quantized x|
+  const int32_t* comp;  // Q4: [M][G] -8 * sum of the group's quantized x
+  const float* sxg;     // [M][G] x's scale per group
+  int64_t blocks_per_task, n_blocks;
+};
+
+// y[m, rows 16 b .. 16 b + 16)
+template <bool Q4>
+void qgemv_a8_block(const QGemvA8Ctx& c, int64_t b, int64_t m) {
+  const QMatmulArgs& a = *c.a;
+  const QuantizedWeight& w = *a.w;
+  const int64_t K = a.K, K4 = K / 4, gs = w.group_size, G = K / gs;
+  const uint8_t* wb = static_cast<const uint8_t*>(w.data) + b * (Q4 ? 8 * K : 16 * K);
+  const int32_t* xq = c.xq + m * K4;
+  const __m256i ones = _mm256_set1_epi16(1), low4 = _mm256_set1_epi8(15), flip = _mm256_set1_epi8(char(0x80));
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t g = 0; g < G; ++g) {
+    const int64_t k4 = g * gs / 4;
+    __m256i s[2];
+    s[0] = s[1] = Q4 ? _mm256_set1_epi32(c.comp[m * G + g]) : _mm256_setzero_si256();
+    if constexpr (!Q4) {
+      const int32_t* xa = c.xabs + m * K4;
+      const uint8_t* p = wb + k4 * 64;
+      for (int64_t t = 0; t < gs / 4; ++t, p += 64) {
+        const __m256i xs = _mm256_set1_epi32(xq[k4 + t]), xm = _mm256_set1_epi32(xa[k4 + t]);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          const __m256i q = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * h)), flip);
+          s[h] = _mm256_add_epi32(s[h], _mm256_madd_epi16(_mm256_maddubs_epi16(xm, _mm256_sign_epi8(q, xs)), ones));
+        }
+      }
+    } else {
+      const uint8_t* p = wb + (k4 / 2) * 64;
+      for (int64_t t = 0; t < gs / 8; ++t, p += 64) {
+        const __m256i xl = _mm256_set1_epi32(xq[k4 + 2 * t]), xh = _mm256_set1_epi32(xq[k4 + 2 * t + 1]);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          const __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * h));
+          const __m256i lo = _mm256_and_si256(l, low4), hi = _mm256_and_si256(_mm256_srli_epi16(l, 4), low4);
+          const __m256i d = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh));
+          s[h] = _mm256_add_epi32(s[h], _mm256_madd_epi16(d, ones));
+        }
+      }
+    }
+    const __m256 sx = _mm256_set1_ps(c.sxg[m * G + g]);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h)
+      acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[h]), _mm256_mul_ps(load_scales8(w, (b * G + g) * 16 + 8 * h), sx),
+                               acc[h]);
+  }
+  const int64_t n0 = 16 * b, cnt = imin(16, w.N - n0);
+  alignas(32) float buf[16];
+  _mm256_store_ps(buf, acc[0]);
+  _mm256_store_ps(buf + 8, acc[1]);
+  float* yp = a.y + m * a.ldy + n0;
+  for (int64_t i = 0; i < cnt; ++i) yp[i] = buf[i] + (a.bias ? a.bias[n0 + i] : 0.0f);
+}
+
+void qgemv_a8_task(void* p, int64_t task, int) {
+  const auto& c = *static_cast<const QGemvA8Ctx*>(p);
+  const int64_t b0 = task * c.blocks_per_task, b1 = imin(c.n_blocks, b0 + c.blocks_per_task);
+  const bool q4 = c.a->w->type == QuantType::Q4;
+  for (int64_t b = b0; b < b1; ++b)
+    for (int64_t m = 0; m < c.a->M; ++m) {
+      if (q4)
+        qgemv_a8_block<true>(c, b, m);
+      else
+        qgemv_a8_block<false>(c, b, m);
+    }
+}
+
+void matmul_q_gemv_a8(const QMatmulArgs& a, const Runner& runner) {
+  const QuantizedWeight& w = *a.w;
+  const bool q4 = w.type == QuantType::Q4;
+  const int64_t K = a.K, K4 = K / 4, gs = w.group_size, G = K / gs;
+  // one float slot per int32 quad / value: xq, xabs, comp, sxg
+  float* buf = detail::scratch(detail::kScratchShared, a.M * (2 * K4 + 2 * G));
+  auto* xq = reinterpret_cast<int8_t*>(buf);
+  auto* xabs = reinterpret_cast<int8_t*>(buf + a.M * K4);
+  auto* comp = reinterpret_cast<int32_t*>(buf + 2 * a.M * K4);
+  float* sxg = buf + 2 * a.M * K4 + a.M * G;
+  for (int64_t m = 0; m < a.M; ++m)
+    for (int64_t g = 0; g < G; ++g) {
+      int8_t* q = xq + m * K + g * gs;
+      quantize_row_i8(a.x + m * a.ldx + g * gs, gs, q, sxg + m * G + g);
+      int32_t sum = 0;
+      for (int64_t k = 0; k < gs; ++k) {
+        sum += q[k];
+        if (!q4) xabs[m * K + g * gs + k] = int8_t(q[k] < 0 ? -q[k] : q[k]);
+      }
+      comp[m * G + g] = q4 ? -8 * sum : 0;
+    }
+  QGemvA8Ctx c{&a, reinterpret_cast<const int32_t*>(xq), reinterpret_cast<const int32_t*>(xabs), comp, sxg, 0,
+               (w.N + 15) / 16};
+  int64_t n_tasks = imax(1, imin(int64_t(runner.n_threads) * 8, c.n_blocks * 16 / kQGemvRowsPerTask));
+  c.blocks_per_task = (c.n_blocks + n_tasks - 1) / n_tasks;
+  n_tasks = (c.n_blocks + c.blocks_per_task - 1) / c.blocks_per_task;
+  if (n_tasks == 1 || runner.n_threads == 1) {
+    for (int64_t t = 0; t < n_tasks; ++t) qgemv_a8_task(&c, t, 0);
+    return;
+  }
+  runner.run(runner.pool, n_tasks, &qgemv_a8_task, &c);
+}
+
 void matmul_q_gemm(const QMatmulArgs& qa, const Runner& runner) {
   const MatmulArgs a{qa.x, qa.M, qa.K, qa.ldx, nullptr, DType::F32, qa.w->N, qa.bias, qa.y, qa.ldy};
   QGemmCtx qc{};

@@ -217,13 +217,16 @@ void dequantize_weights(const QuantizedWeight& w, float* out);
 //  - decode, M <= quant_gemv_max_m(): a GEMV that streams W once, either
 //    weight-only ("W8A16"/"W4A16": x stays f32, weights dequantized in
 //    registers, f32 accumulation, group scales applied once per group) or, on
-//    AVX-512 VNNI, with x quantized to int8 per (row, group)
-//    (ActQuant::PerGroup) and integer dot products. set_quant_decode picks;
-//    Auto (default) takes int8 activations wherever VNNI exists: it needs
-//    fewer instructions per weight byte, so it is never slower where the
-//    GEMV is memory-bound and faster where it is not (measured on AMD Zen 4,
-//    1 thread, q8 group 128, 2048 x 5632: 368 us vs 575 us weight-only;
-//    Intel Xeon: Q8 equal, Q4 weight-only compute-bound at ~60% of bandwidth).
+//    AVX-512 VNNI (vpdpbusd) and on AVX2 (vpmaddubsw + vpmaddwd), with x
+//    quantized to int8 per (row, group) (ActQuant::PerGroup) and integer dot
+//    products. set_quant_decode picks; Auto (default) takes int8 activations
+//    wherever one of those runs (not on AVX-512 without VNNI): it needs fewer
+//    instructions per weight byte, so it is never slower where the GEMV is
+//    memory-bound and faster where it is not (measured on AMD Zen 4, 1
+//    thread, q8 group 128, 2048 x 5632: 368 us vs 575 us weight-only; Intel
+//    Xeon: Q8 equal, Q4 weight-only compute-bound at ~60% of bandwidth; the
+//    AVX2 level on Zen 4, tinyllama int4 decode on 1 thread: 13.3 -> 28.1
+//    tok/s).
 //  - prefill, larger M: W8A8 / W4A8: each x row is quantized to int8 with one
 //    scale per row (ActQuant::PerRow, quantize_row_i8), integer dot products
 //    per group (AVX-512 VNNI vpdpbusd), then scaled and summed in f32. Where
@@ -234,8 +237,8 @@ void matmul_q(const float* x, int64_t M, int64_t K, int64_t ldx, const Quantized
 int64_t quant_gemv_max_m();  // 4
 
 // matmul_q of one x by several weights (a layer's q/k/v or gate/up): the same
-// results as one matmul_q per weight. On the int8-activation decode GEMV and
-// the VNNI prefill GEMM (weights of one type and group size, n <=
+// results as one matmul_q per weight. On the AVX-512 int8-activation decode
+// GEMV and the VNNI prefill GEMM (weights of one type and group size, n <=
 // kMatmulQMultiMax) x is quantized (and packed) once and every weight's
 // tasks run as one pool job: one barrier per group of matrices instead of
 // one per matrix. Otherwise one matmul_q each.
@@ -250,7 +253,7 @@ void matmul_q_multi(const float* x, int64_t M, int64_t K, int64_t ldx, const QMa
                     ThreadPool& pool);
 
 enum class QuantDecode : uint8_t { Auto, WeightOnly, Int8Activations };
-void set_quant_decode(QuantDecode mode);  // process-wide; Int8Activations needs VNNI (else weight-only)
+void set_quant_decode(QuantDecode mode);  // process-wide; Int8Activations needs VNNI or AVX2 (else weight-only)
 QuantDecode quant_decode();
 
 // How a path treats x: None (f32 as is), PerRow (quantize_row_i8 on each
@@ -258,7 +261,8 @@ QuantDecode quant_decode();
 enum class ActQuant : uint8_t { None, PerRow, PerGroup };
 // What matmul_q does for M rows on the active ISA: "w8a16-gemv", "w4a16-gemv"
 // (weight-only; activations f32), "w8a8-vnni-gemv", "w4a8-vnni-gemv",
-// "w8a8-vnni-gemm", "w4a8-vnni-gemm", "w8a16-dequant-gemm",
+// "w8a8-avx2-gemv", "w4a8-avx2-gemv" (int8 activations), "w8a8-vnni-gemm",
+// "w4a8-vnni-gemm", "w8a16-dequant-gemm",
 // "w4a16-dequant-gemm" (AVX2 / no VNNI), "w8a16-scalar", "w4a16-scalar".
 const char* matmul_q_path(int64_t M, const QuantizedWeight& w);
 ActQuant matmul_q_activation_quant(int64_t M, const QuantizedWeight& w);
