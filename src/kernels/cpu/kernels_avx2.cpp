@@ -548,6 +548,21 @@ void qgemv_half(const QGemvCtx& c, int64_t b, int h, int64_t m) {
   for (int64_t i = 0; i < cnt; ++i) yp[i] = buf[i] + (a.bias ? a.bias[n0 + i] : 0.0f);
 }
 
+// The decode GEMVs' pool job: c.n_blocks 16-row blocks in up to 8 tasks per
+// thread of at least kQGemvRowsPerTask rows (c.blocks_per_task is set here);
+// on one thread, or with one task, they run on the caller.
+template <typename Ctx>
+void run_block_tasks(Ctx& c, const Runner& runner, void (*task)(void*, int64_t, int)) {
+  int64_t n_tasks = imax(1, imin(int64_t(runner.n_threads) * 8, c.n_blocks * 16 / kQGemvRowsPerTask));
+  c.blocks_per_task = (c.n_blocks + n_tasks - 1) / n_tasks;
+  n_tasks = (c.n_blocks + c.blocks_per_task - 1) / c.blocks_per_task;
+  if (n_tasks == 1 || runner.n_threads == 1) {
+    for (int64_t t = 0; t < n_tasks; ++t) task(&c, t, 0);
+    return;
+  }
+  runner.run(runner.pool, n_tasks, task, &c);
+}
+
 void qgemv_task(void* p, int64_t task, int) {
   const auto& c = *static_cast<const QGemvCtx*>(p);
   const int64_t b0 = task * c.blocks_per_task, b1 = imin(c.n_blocks, b0 + c.blocks_per_task);
@@ -969,14 +984,7 @@ void matmul_q_gemv(const QMatmulArgs& a, const Runner& runner) {
       xsum[m * G + g] = hsum(s);
     }
   QGemvCtx c{&a, xsum, 0, (w.N + 15) / 16};
-  int64_t n_tasks = imax(1, imin(int64_t(runner.n_threads) * 8, c.n_blocks * 16 / kQGemvRowsPerTask));
-  c.blocks_per_task = (c.n_blocks + n_tasks - 1) / n_tasks;
-  n_tasks = (c.n_blocks + c.blocks_per_task - 1) / c.blocks_per_task;
-  if (n_tasks == 1 || runner.n_threads == 1) {
-    for (int64_t t = 0; t < n_tasks; ++t) qgemv_task(&c, t, 0);
-    return;
-  }
-  runner.run(runner.pool, n_tasks, &qgemv_task, &c);
+  run_block_tasks(c, runner, &qgemv_task);
 }
 
 // ---------------------------------------------------------------- W4A8 / W8A8 decode GEMV (no VNNI)
@@ -1092,14 +1100,7 @@ void matmul_q_gemv_a8(const QMatmulArgs& a, const Runner& runner) {
     }
   QGemvA8Ctx c{&a, reinterpret_cast<const int32_t*>(xq), reinterpret_cast<const int32_t*>(xabs), comp, sxg, 0,
                (w.N + 15) / 16};
-  int64_t n_tasks = imax(1, imin(int64_t(runner.n_threads) * 8, c.n_blocks * 16 / kQGemvRowsPerTask));
-  c.blocks_per_task = (c.n_blocks + n_tasks - 1) / n_tasks;
-  n_tasks = (c.n_blocks + c.blocks_per_task - 1) / c.blocks_per_task;
-  if (n_tasks == 1 || runner.n_threads == 1) {
-    for (int64_t t = 0; t < n_tasks; ++t) qgemv_a8_task(&c, t, 0);
-    return;
-  }
-  runner.run(runner.pool, n_tasks, &qgemv_a8_task, &c);
+  run_block_tasks(c, runner, &qgemv_a8_task);
 }
 
 void matmul_q_gemm(const QMatmulArgs& qa, const Runner& runner) {
