@@ -440,8 +440,10 @@ const char* matmul_q_path(int64_t M, const QuantizedWeight& w) {
   const Isa isa = active_isa();
   if (isa == Isa::Scalar) return q8 ? "w8a16-scalar" : "w4a16-scalar";
   if (M <= kQGemvMaxM) {
-    if (decode_a8(w) && isa == Isa::Avx2) return q8 ? "w8a8-avx2-gemv" : "w4a8-avx2-gemv";
-    if (decode_a8(w)) return q8 ? "w8a8-vnni-gemv" : "w4a8-vnni-gemv";
+    if (decode_a8(w)) {
+      if (isa == Isa::Avx2) return q8 ? "w8a8-avx2-gemv" : "w4a8-avx2-gemv";
+      return q8 ? "w8a8-vnni-gemv" : "w4a8-vnni-gemv";
+    }
     return q8 ? "w8a16-gemv" : "w4a16-gemv";
   }
   if (isa == Isa::Avx512 && has_vnni()) return q8 ? "w8a8-vnni-gemm" : "w4a8-vnni-gemm";
@@ -483,10 +485,11 @@ void matmul_q(const float* x, int64_t M, int64_t K, int64_t ldx, const Quantized
   const detail::QMatmulArgs a{x, M, K, ldx, &w, bias, y, ldy};
   const detail::Runner r = runner_for(pool);
   if (M <= kQGemvMaxM) {
-    if (decode_a8(w) && isa == Isa::Avx2)
-      avx2::matmul_q_gemv_a8(a, r);
-    else if (decode_a8(w))
+    const bool a8 = decode_a8(w);
+    if (a8 && isa == Isa::Avx512)
       avx512::matmul_q_gemv_a8(a, r);
+    else if (a8)
+      avx2::matmul_q_gemv_a8(a, r);
     else if (isa == Isa::Avx512)
       avx512::matmul_q_gemv(a, r);
     else
