@@ -300,59 +300,6 @@ void BM_AttentionCold(benchmark::State& st, DType dt, int64_t n_ctx, int head_di
   st.SetLabel(kc::isa_name(kc::active_isa()));
 }
 
-// attn_o: a decode step's attention of one layer (cold K/V, one
-// attention_rows call per K/V head as the model makes them on one thread)
-// followed by the output projection (Q4 group 32, cold): read_ahead passes
-// each call its slice of the projection's weights to prefetch (ReadAhead),
-// plain does not. The gap between the two is the memory time the attention's
-// compute hides.
-void BM_AttentionThenO(benchmark::State& st, int64_t n_ctx, int head_dim, int n_kv_heads, int n_q_heads,
-                       bool read_ahead) {
-  const int bs = 16;
-  const int64_t n_blocks = (n_ctx + bs - 1) / bs, D = int64_t(n_q_heads) * head_dim;
-  const size_t side = size_t(n_blocks) * bs * n_kv_heads * head_dim * 2;
-  kc::QuantizedWeight w;
-  w.type = kc::QuantType::Q4;
-  w.N = D;
-  w.K = D;
-  w.group_size = 32;
-  w.scale_dtype = DType::F16;
-  const size_t dbytes = kc::quant_data_bytes(w.type, D, D), sbytes = kc::quant_scale_bytes(D, D, 32, DType::F16);
-  const size_t stride = (2 * side + dbytes + sbytes + 4095) / 4096 * 4096;
-  auto& ar = arena();
-  const size_t copies = ar.size() / stride;
-  if (copies < 16) st.SkipWithError("arena too small for a cold run of this shape");
-  const std::vector<int32_t> table = block_table(n_blocks, true);
-  auto q = random_vec(size_t(D), 5);
-  std::vector<float> attn(static_cast<size_t>(D)), y(static_cast<size_t>(D));
-  const float scale = 1.0f / std::sqrt(float(head_dim));
-  const int group = n_q_heads / n_kv_heads;
-  const std::vector<kc::AttnRow> rows = decode_rows(q.data(), attn.data(), n_q_heads, head_dim, n_ctx);
-  auto* base = static_cast<uint8_t*>(ar.data());
-  size_t i = 0;
-  for (auto _ : st) {
-    uint8_t* k = base + (i++ % copies) * stride;
-    const kc::PagedKV kv{k, k + side, DType::BF16, bs, n_kv_heads, head_dim};
-    w.data = k + 2 * side;
-    w.scales = k + 2 * side + dbytes;
-    for (int g = 0; g < n_kv_heads; ++g) {
-      kc::ReadAhead ra;
-      if (read_ahead) {
-        const auto cut = [&](size_t n, int part) { return int64_t(n * size_t(part) / size_t(n_kv_heads)); };
-        ra.p[0] = static_cast<const uint8_t*>(w.data) + cut(dbytes, g);
-        ra.bytes[0] = cut(dbytes, g + 1) - cut(dbytes, g);
-        ra.p[1] = static_cast<const uint8_t*>(w.scales) + cut(sbytes, g);
-        ra.bytes[1] = cut(sbytes, g + 1) - cut(sbytes, g);
-      }
-      kc::attention_rows(rows.data() + g * group, group, kv, g, table.data(), scale, ra);
-    }
-    kc::matmul_q(attn.data(), 1, D, D, w, nullptr, y.data(), D, pool(1));
-    benchmark::ClobberMemory();
-  }
-  st.SetBytesProcessed(int64_t(st.iterations()) * int64_t(2 * side + dbytes + sbytes));
-  st.SetLabel(kc::isa_name(kc::active_isa()));
-}
-
 // prompt: one layer's attention over a whole prompt of n_ctx tokens (causal),
 // called as the model calls it: per K/V head, runs of max_rows / group
 // tokens x the group's query heads per attention_rows call. FLOP/s counts
@@ -564,11 +511,6 @@ void register_all() {
       [=](benchmark::State& st) { BM_AttentionCold(st, DType::BF16, 512, 64, 2, 14); }, best);
   reg("attention/cold/bf16/16q16kv_hd128/ctx512/rows",
       [=](benchmark::State& st) { BM_AttentionCold(st, DType::BF16, 512, 128, 16, 16); }, best);
-  for (bool ra : {false, true})
-    for (int64_t n_ctx : {512, 2048})
-      reg(std::string("decode/attn_o/cold/q4g32/32q4kv_hd64/ctx") + std::to_string(n_ctx) +
-              (ra ? "/read_ahead" : "/plain"),
-          [=](benchmark::State& st) { BM_AttentionThenO(st, n_ctx, 64, 4, 32, ra); }, best);
   // prompt: 16 rows per call (the model before rows in lanes: 14 rows for
   // a group of 7), 64 (now: tiles of 16 rows in lanes)
   for (int max_rows : {16, 64}) {

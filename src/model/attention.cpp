@@ -79,9 +79,6 @@ void GqaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
   if (pairs < pool.size()) head_chunks = std::min<int64_t>(group, head_chunks * ((pool.size() + pairs - 1) / pairs));
   const int64_t heads_per_chunk = (group + head_chunks - 1) / head_chunks;
   head_chunks = (group + heads_per_chunk - 1) / heads_per_chunk;
-  // Attention is compute-bound (a group's rows share each K/V byte) and the
-  // output projection that follows is memory-bound: each task prefetches its
-  // slice of o's weights while it computes.
   const int64_t n_tasks = int64_t(runs_.size()) * NKV * head_chunks;
   pool.run(n_tasks, [&](int64_t task, int) {
     const TokenRun run = runs_[size_t(task / (NKV * head_chunks))];
@@ -94,7 +91,7 @@ void GqaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
         rows[n++] = {q + (tok * NH + head) * D, attn + (tok * NH + head) * D, ctx.tok_pos[tok] + 1,
                      alibi_.empty() ? 0.0f : alibi_[size_t(head)]};
     const BatchItem& item = ctx.batch[size_t(ctx.tok_item[run.t0])];
-    kc::attention_rows(rows, n, cache, int(kvh), item.block_table.data(), scale_, o_.read_ahead(task, n_tasks));
+    kc::attention_rows(rows, n, cache, int(kvh), item.block_table.data(), scale_);
   });
   o_.forward(attn, T, out, pool);
 }

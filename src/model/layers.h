@@ -41,24 +41,6 @@ struct Linear {
     else
       kernels::cpu::matmul(x, rows, in, in, weight.data, weight.dtype, out, bias, y, out, pool);
   }
-  // Part `part` of `parts` even slices of what a forward pass reads (data,
-  // and scales when quantized), for a compute-bound kernel that runs just
-  // before this one to prefetch (kernels::cpu::ReadAhead).
-  kernels::cpu::ReadAhead read_ahead(int64_t part, int64_t parts) const {
-    kernels::cpu::ReadAhead r;
-    const void* p[2] = {quantized ? qweight.data : weight.data, quantized ? qweight.scales : nullptr};
-    const int64_t n[2] = {
-        quantized ? int64_t(kernels::cpu::quant_data_bytes(qweight.type, qweight.N, qweight.K)) : int64_t(weight.nbytes()),
-        quantized ? int64_t(kernels::cpu::quant_scale_bytes(qweight.N, qweight.K, qweight.group_size, qweight.scale_dtype))
-                  : 0};
-    for (int i = 0; i < 2; ++i) {
-      if (!p[i]) continue;
-      const int64_t b = n[i] * part / parts, e = n[i] * (part + 1) / parts;
-      r.p[i] = static_cast<const char*>(p[i]) + b;
-      r.bytes[i] = e - b;
-    }
-    return r;
-  }
   // Bytes a forward pass reads: data + scales when quantized.
   uint64_t bytes() const {
     if (!quantized) return weight.nbytes();

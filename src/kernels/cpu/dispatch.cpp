@@ -298,14 +298,14 @@ void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_
 }
 
 void attention_rows(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_head, const int32_t* block_table,
-                    float scale, const ReadAhead& ahead) {
+                    float scale) {
   RINFER_CHECK(kv.dtype == DType::F32 || kv.dtype == DType::F16 || kv.dtype == DType::BF16 || kv.dtype == DType::I8,
                "attention: unsupported KV dtype ", dtype_name(kv.dtype));
   RINFER_CHECK(kv.dtype != DType::I8 || (kv.k_scale && kv.v_scale), "attention: I8 KV cache without scales");
   switch (active_isa()) {
-    case Isa::Avx512: return avx512::attention_rows(rows, n_rows, kv, kv_head, block_table, scale, ahead);
-    case Isa::Avx2: return avx2::attention_rows(rows, n_rows, kv, kv_head, block_table, scale, ahead);
-    default: {  // scalar: no prefetching (ahead is a hint)
+    case Isa::Avx512: return avx512::attention_rows(rows, n_rows, kv, kv_head, block_table, scale);
+    case Isa::Avx2: return avx2::attention_rows(rows, n_rows, kv, kv_head, block_table, scale);
+    default: {  // scalar: one row at a time
       int64_t n_max = 0;
       for (int r = 0; r < n_rows; ++r) n_max = std::max(n_max, rows[r].n_ctx);
       float* scores = detail::scratch(detail::kScratchAttnScores, n_max);

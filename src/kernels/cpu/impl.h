@@ -78,7 +78,7 @@ void dequantize_rows(const QuantizedWeight& w, float* out);
   void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_t* block_table,   \
                       int64_t n_ctx, float scale, float alibi_slope, float* out, float* scratch);   \
   void attention_rows(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_head,              \
-                      const int32_t* block_table, float scale, const ReadAhead& ahead);             \
+                      const int32_t* block_table, float scale);                                     \
   void convert_from_f32(DType to, const float* src, void* dst, int64_t n);                          \
   void store_kv_i8(const PagedKV& kv, int64_t slot, const float* k, const float* v);                \
   void quantize_row_i8(const float* x, int64_t n, int8_t* q, float* scale);                         \

@@ -887,9 +887,9 @@ void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_
 }
 
 // AVX2: row by row (each row re-reads the K/V blocks; the shared-block
-// version is AVX-512 only so far, and so is the use of the ReadAhead hint).
+// version is AVX-512 only so far).
 void attention_rows(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_head, const int32_t* block_table,
-                    float scale, const ReadAhead&) {
+                    float scale) {
   int64_t n_max = 0;
   for (int r = 0; r < n_rows; ++r) n_max = n_max > rows[r].n_ctx ? n_max : rows[r].n_ctx;
   float* scores = detail::scratch(detail::kScratchAttnScores, n_max);

@@ -1073,9 +1073,6 @@ constexpr int64_t kAttnPrefetchBytes = 16384;
 // while the rows work on chunk s, the caller prefetches (in parts, one per
 // row or tile) the blocks of chunk s + ahead, about kAttnPrefetchBytes
 // ahead: the fetch overlaps the arithmetic, also across the K -> V turn.
-// Each of those prefetch calls also fetches the next slice of the caller's
-// ReadAhead (the walk makes 2 * n_chunks * parts calls; the slices are even),
-// so that the memory the caller reads next arrives while this computes.
 template <DType T>
 struct KvChunks {
   using E = typename Ld<T>::E;
@@ -1085,15 +1082,9 @@ struct KvChunks {
   int hd, bs;
   int64_t n_max, chunk, n_chunks, n_blocks, block_bytes, scale_bytes, ahead;
   float* wide;
-  ReadAhead side;
-  int64_t side_step;              // bytes of `side` per prefetch call, whole lines
-  mutable int64_t side_done = 0;  // bytes of `side` prefetched so far
 
-  // parts: how many prefetch calls the caller makes per chunk.
-  KvChunks(const PagedKV& kv_, int kv_head_, const int32_t* block_table_, int64_t n_max_, int parts,
-           const ReadAhead& side_)
-      : kv(kv_), kv_head(kv_head_), block_table(block_table_), hd(kv_.head_dim), bs(kv_.block_size), n_max(n_max_),
-        side(side_) {
+  KvChunks(const PagedKV& kv_, int kv_head_, const int32_t* block_table_, int64_t n_max_)
+      : kv(kv_), kv_head(kv_head_), block_table(block_table_), hd(kv_.head_dim), bs(kv_.block_size), n_max(n_max_) {
     chunk = imax(1, kAttnChunkFloats / hd / bs) * bs;
     n_chunks = (n_max + chunk - 1) / chunk;
     n_blocks = (n_max + bs - 1) / bs;
@@ -1101,21 +1092,6 @@ struct KvChunks {
     scale_bytes = int64_t(bs) * int64_t(sizeof(float));
     ahead = imax(1, kAttnPrefetchBytes / (chunk / bs * block_bytes));
     wide = detail::scratch(detail::kScratchAttnBlock, imin(chunk, n_max) * hd);
-    const int64_t calls = imax(1, 2 * n_chunks * parts);
-    side_step = ((side.total() + calls - 1) / calls + 63) / 64 * 64;
-  }
-  // The next side_step bytes of `side` (its two ranges taken one after the other).
-  void prefetch_side() const {
-    const int64_t end = imin(side_done + side_step, side.total());
-    for (int i = 0; i < 2; ++i) {
-      const int64_t base = i == 0 ? 0 : side.bytes[0];
-      const int64_t lo = imax(side_done, base) - base, hi = imin(end, base + side.bytes[i]) - base;
-      if (lo >= hi) continue;
-      const char* p = static_cast<const char*>(side.p[i]);
-      for (int64_t o = lo; o < hi; o += 64) prefetch_l2(p + o);
-      prefetch_l2(p + hi - 1);
-    }
-    side_done = end;
   }
   // First row of kv_head in block b of the sequence (head-major blocks: the
   // head's bs rows of hd values are contiguous, its scales too).
@@ -1124,7 +1100,6 @@ struct KvChunks {
   // sequence. (prefetch_l2, not _mm_prefetch: an _mm_prefetch loop was
   // compiled to nothing.)
   void prefetch(int64_t s, int part, int parts) const {
-    if (side_done < side.total()) prefetch_side();
     if (s >= 2 * n_chunks) return;
     const bool v = s >= n_chunks;
     const char* base = static_cast<const char*>(v ? kv.v : kv.k);
@@ -1170,13 +1145,13 @@ struct KvChunks {
 // decode path (one token's GQA group of heads).
 template <DType T>
 void attention_rows_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_head, const int32_t* block_table,
-                      float scale, const ReadAhead& side) {
+                      float scale) {
   const int hd = kv.head_dim;
   int64_t n_max = 0;
   for (int r = 0; r < n_rows; ++r) n_max = imax(n_max, rows[r].n_ctx);
   const int64_t ld_s = (n_max + 15) / 16 * 16;
   float* scores = detail::scratch(detail::kScratchAttnScores, int64_t(n_rows) * ld_s);
-  const KvChunks<T> kc(kv, kv_head, block_table, n_max, n_rows, side);
+  const KvChunks<T> kc(kv, kv_head, block_table, n_max);
   const float* wide = kc.wide;
   kc.prefetch_first();
   kc.for_each_chunk(false, [&](int64_t j0, int64_t pf) {
@@ -1376,7 +1351,7 @@ void lane_values_chunk(const LaneTile& tl, const float* pt, const float* v, int 
 // last one may hold fewer rows, at least kLaneMinRows unless it is the only one).
 template <DType T>
 void attention_lanes_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_head, const int32_t* block_table,
-                       float scale, const ReadAhead& side) {
+                       float scale) {
   const int hd = kv.head_dim;
   const int n_tiles = (n_rows + kLaneRows - 1) / kLaneRows;
   float* buf = detail::scratch(detail::kScratchAttnLanes, n_tiles * LaneTile::floats(hd));
@@ -1409,7 +1384,7 @@ void attention_lanes_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int k
   }
   const int64_t ld_s = n_max * kLaneRows;  // scores / probabilities per tile: [n_max][16]
   float* st = detail::scratch(detail::kScratchAttnScores, n_tiles * ld_s);
-  const KvChunks<T> kc(kv, kv_head, block_table, n_max, n_tiles, side);
+  const KvChunks<T> kc(kv, kv_head, block_table, n_max);
   kc.prefetch_first();
   kc.for_each_chunk(false, [&](int64_t j0, int64_t pf) {
     for (int ti = 0; ti < n_tiles; ++ti) {
@@ -2094,29 +2069,28 @@ void softmax(float* x, int64_t n) {
 }
 
 void attention_rows(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_head, const int32_t* block_table,
-                    float scale, const ReadAhead& ahead) {
+                    float scale) {
   // Tiles of 16 rows in lanes; a last tile of under kLaneMinRows rows takes
-  // the row path. The first kernel call takes the whole read-ahead.
+  // the row path.
   const int rem = n_rows % kLaneRows;
   const int lane_rows = rem >= kLaneMinRows ? n_rows : n_rows - rem;
-  ReadAhead side = ahead;
-  for (int r0 = 0; r0 < lane_rows; r0 += kMaxLaneTiles * kLaneRows, side = {}) {
+  for (int r0 = 0; r0 < lane_rows; r0 += kMaxLaneTiles * kLaneRows) {
     const int n = int(imin(lane_rows - r0, kMaxLaneTiles * kLaneRows));
     switch (kv.dtype) {
-      case DType::F16: attention_lanes_t<DType::F16>(rows + r0, n, kv, kv_head, block_table, scale, side); break;
-      case DType::BF16: attention_lanes_t<DType::BF16>(rows + r0, n, kv, kv_head, block_table, scale, side); break;
-      case DType::I8: attention_lanes_t<DType::I8>(rows + r0, n, kv, kv_head, block_table, scale, side); break;
-      default: attention_lanes_t<DType::F32>(rows + r0, n, kv, kv_head, block_table, scale, side); break;
+      case DType::F16: attention_lanes_t<DType::F16>(rows + r0, n, kv, kv_head, block_table, scale); break;
+      case DType::BF16: attention_lanes_t<DType::BF16>(rows + r0, n, kv, kv_head, block_table, scale); break;
+      case DType::I8: attention_lanes_t<DType::I8>(rows + r0, n, kv, kv_head, block_table, scale); break;
+      default: attention_lanes_t<DType::F32>(rows + r0, n, kv, kv_head, block_table, scale); break;
     }
   }
   if (lane_rows == n_rows) return;
   rows += lane_rows;
   n_rows -= lane_rows;
   switch (kv.dtype) {
-    case DType::F16: return attention_rows_t<DType::F16>(rows, n_rows, kv, kv_head, block_table, scale, side);
-    case DType::BF16: return attention_rows_t<DType::BF16>(rows, n_rows, kv, kv_head, block_table, scale, side);
-    case DType::I8: return attention_rows_t<DType::I8>(rows, n_rows, kv, kv_head, block_table, scale, side);
-    default: return attention_rows_t<DType::F32>(rows, n_rows, kv, kv_head, block_table, scale, side);
+    case DType::F16: return attention_rows_t<DType::F16>(rows, n_rows, kv, kv_head, block_table, scale);
+    case DType::BF16: return attention_rows_t<DType::BF16>(rows, n_rows, kv, kv_head, block_table, scale);
+    case DType::I8: return attention_rows_t<DType::I8>(rows, n_rows, kv, kv_head, block_table, scale);
+    default: return attention_rows_t<DType::F32>(rows, n_rows, kv, kv_head, block_table, scale);
   }
 }
 
@@ -2126,7 +2100,7 @@ void attention_rows(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_h
 void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_t* block_table, int64_t n_ctx,
                     float scale, float alibi_slope, float* out, float*) {
   const AttnRow row{q, out, n_ctx, alibi_slope};
-  avx512::attention_rows(&row, 1, kv, kv_head, block_table, scale, ReadAhead{});
+  avx512::attention_rows(&row, 1, kv, kv_head, block_table, scale);
 }
 
 void convert_from_f32(DType to, const float* src, void* dst, int64_t n) {

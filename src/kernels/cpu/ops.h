@@ -129,28 +129,14 @@ struct AttnRow {
   int64_t n_ctx;
   float alibi_slope;
 };
-// Memory the caller reads right after a compute-bound kernel (the next
-// matmul's weights): the kernel prefetches it, spread over its own work, so
-// that the memory bus is not idle meanwhile. Up to two ranges (quantized
-// weights: data and scales); empty ranges are skipped. Only a hint: results
-// do not depend on it, and only the AVX-512 kernels act on it.
-struct ReadAhead {
-  const void* p[2] = {nullptr, nullptr};
-  int64_t bytes[2] = {0, 0};
-  int64_t total() const { return bytes[0] + bytes[1]; }
-};
-
 // Several query rows that read the same K/V head of one sequence: the query
 // heads of a GQA group, and for a prompt several of its tokens (causal: each
 // row with its own n_ctx). Each row's result is attention_head's, but every
 // cache block is read and converted once for all rows instead of once per
 // row (decode on TinyLlama reads each K/V block for 8 query heads). Scratch
 // is the calling thread's own (grow-only, n_rows * max n_ctx floats).
-// Decode attention of a GQA group is compute-bound (the group's rows share
-// each K/V byte), so `ahead` (the caller's next read, e.g. a slice of the
-// output projection) is fetched while it runs.
 void attention_rows(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_head, const int32_t* block_table,
-                    float scale, const ReadAhead& ahead = {});
+                    float scale);
 
 // Write one token's K and V (n_kv_heads * head_dim floats each) into slot
 // `slot` (block * block_size + offset) of the cache, converting to its dtype
