@@ -832,6 +832,9 @@ inline __m512 dot_rows4(const float* q, const typename Ld<T>::E* const* k, int h
 // deletes a loop whose only work is __builtin_prefetch / _mm_prefetch (known
 // codegen issue), while an asm statement with side effects stays.
 inline void prefetch_l2(const void* p) { asm volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(p))); }
+// The same with the non-temporal hint (toward L1, kept out of the outer
+// caches as far as the CPU can).
+inline void prefetch_nta(const void* p) { asm volatile("prefetchnta %0" : : "m"(*static_cast<const char*>(p))); }
 
 // dst[t][0 .. hd) = block token t of kv_head as f32, t < nt (I8: times its scale).
 template <DType T>
@@ -1469,8 +1472,8 @@ constexpr int64_t kQGemvMaxMA8 = 4;         // decode A8 GEMV: x rows in one pas
 // software prefetch is faster (QGemvA8Ctx::prefetch).
 constexpr int64_t kQ4Prefetch = 6144;
 constexpr int64_t kQ4ScalePrefetch = 2048;
-// ... and on one thread, a prefetchnta (on this AMD core: into L1, past L2)
-// of the weight line this many bytes ahead instead. In the model (tinyllama
+// ... and on one thread, a non-temporal prefetch (prefetch_nta) of the
+// weight line this many bytes ahead instead. In the model (tinyllama
 // int4, 1 thread, 512-token context, the prefetch behind a switch flipped
 // every decode step, per layer): gate/up 683 -> 574 us, 669 -> 545, 705 ->
 // 560; down 352 -> 297; o 126 -> 105; q/k/v 198 -> 181. 2 KB and 8 KB ahead
@@ -1479,9 +1482,6 @@ constexpr int64_t kQ4ScalePrefetch = 2048;
 // prefetch above (gate/up 349 vs 342 us, 331 vs 316), and Q8 on one thread
 // gained nothing from it (970 vs 984 us, 1144 vs 1093).
 constexpr int64_t kQ4PrefetchOneThread = 4096;
-
-// Software prefetch (prefetchnta) that the compiler keeps, as prefetch_l2.
-inline void prefetch_nta(const void* p) { asm volatile("prefetchnta %0" : : "m"(*static_cast<const char*>(p))); }
 
 inline __m512 load_scales16(const QuantizedWeight& w, int64_t idx) {
   if (w.scale_dtype == DType::F16)
