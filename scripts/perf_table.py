@@ -24,7 +24,7 @@ def precisions(rows):
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, d in rows:
         print("| %s | %s | %d | %.2f ± %.2f | %.1f | %.1f | %s | %.1f | %.0f | %s (%.0f %s) | %.2f s | %.0f MB / %.0f MB = %.2f |" % (
-            name.rsplit("-", 2)[0], d["dtype"], d["threads"], d["decode_tokens_per_s"], d["decode_tokens_per_s_std"],
+            name.rsplit("-", 2)[0], d["dtype"] + (" (lm_head %s)" % d["lm_head"] if d.get("lm_head") in ("int8", "int4") else ""), d["threads"], d["decode_tokens_per_s"], d["decode_tokens_per_s_std"],
             d["weight_bytes_per_token"] / 1e6, d["mem_bw_gb_s"], fmt_ratio(d["decode_bandwidth_ratio"], 0.8),
             d["prefill_tokens_per_s"], d["prefill_matmul_gflop_s"], fmt_ratio(d["prefill_peak_ratio"], 0.5),
             d["peak_gops"], d["peak_kind"], d["ttft_ms"] / 1e3, d["peak_rss_bytes"] / 1e6,

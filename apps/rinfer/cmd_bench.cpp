@@ -159,6 +159,16 @@ Runner add_bench(CLI::App& app) {
         {"kernel_isa", kernels::cpu::isa_name(kernels::cpu::active_isa())},
         {"rinfer_commit", RINFER_GIT_COMMIT},
     };
+    // The output layer's format: quantized (convert --lm-head), the float
+    // dtype, or the token embeddings (tied).
+    {
+      const auto& ts = s->lm.weights->tensors();
+      const auto head = ts.find("lm_head.weight");
+      j["lm_head"] = head == ts.end() ? "tied"
+                     : head->second.dtype != DType::U8
+                         ? std::string(dtype_user_name(head->second.dtype))
+                         : head->second.shape.size() == 2 && head->second.shape[1] == cfg.hidden_size ? "int8" : "int4";
+    }
     std::string qpaths;
     if (s->lm.quant) {
       j["quant"] = kernels::cpu::quant_type_name(qw.type);

@@ -10,7 +10,7 @@ namespace rinfer::cli {
 
 Runner add_convert(CLI::App& app) {
   struct Opts {
-    std::string hf, out, dtype = "bf16", bf16_layout = "blocked";
+    std::string hf, out, dtype = "bf16", bf16_layout = "blocked", lm_head;
     int64_t group_size = 0;
     bool quiet = false;
   };
@@ -26,6 +26,10 @@ Runner add_convert(CLI::App& app) {
                   "int8/int4: weights per scale, 32, 64 or 128 (default 128 for int8, 32 for int4, halved per tensor "
                   "down to 32 when K is not a multiple; a given value is strict: such tensors stay bf16)")
       ->check(CLI::IsMember({"32", "64", "128"}));
+  cmd->add_option("--lm-head", o->lm_head,
+                  "With --dtype int8/int4: quantize the output layer too, int8 (group 128) or int4 (group 32); "
+                  "default: it stays bf16. Not for checkpoints that tie it to the token embeddings")
+      ->check(CLI::IsMember({"int8", "int4"}));
   cmd->add_option("--bf16-layout", o->bf16_layout,
                   "How BF16 projection matrices are stored: blocked (8 x 32 tiles, one sequential stream for decode; "
                   "default) or rows (plain [N, K])")
@@ -39,6 +43,10 @@ Runner add_convert(CLI::App& app) {
     co.quant = wf->quant;
     RINFER_CHECK(o->group_size == 0 || co.quant.has_value(), "--group-size needs --dtype int8 or int4");
     co.group_size = o->group_size;
+    if (!o->lm_head.empty()) {
+      RINFER_CHECK(co.quant.has_value(), "--lm-head needs --dtype int8 or int4");
+      co.lm_head_quant = parse_weight_format(o->lm_head)->quant;
+    }
     co.bf16_blocked = o->bf16_layout == "blocked";
     co.progress = !o->quiet;
     ConvertStats st = convert_to_dir(o->hf, o->out, co);

@@ -39,7 +39,8 @@ namespace {
 // The quantization recipe: which tensors keep the float dtype.
 //  - lm_head: the logits are what every token choice reads; quantizing it
 //    costs the most accuracy per byte saved (as llama.cpp's Q8_0/Q4 recipes
-//    keep output.weight at higher precision).
+//    keep output.weight at higher precision). --lm-head int8|int4 quantizes
+//    it on request (ConvertOptions::lm_head_quant).
 //  - MLA kv_b_proj: the absorbed attention repacks its raw rows (mla.cpp).
 //  - embeddings (Embedding role), norms, biases and MoE routers (Vector role)
 //    are not TensorRole::Matrix and never quantized.
@@ -76,13 +77,30 @@ void WeightSink::add_blocked(const TensorSpec& spec, Buffer&& data) {
   add(d, DType::BF16, std::move(data));
 }
 
-int64_t quant_group_for(const ConvertOptions& opts, const TensorSpec& spec) {
-  if (!opts.quant || !quantizable(spec)) return 0;
+std::optional<QuantInfo> quant_info_for(const ConvertOptions& opts, const TensorSpec& spec) {
+  if (!opts.quant) return std::nullopt;
+  QuantInfo q;
+  int64_t fixed = opts.group_size;
+  if (spec.name == "lm_head.weight" && opts.lm_head_quant && spec.role == TensorRole::Matrix &&
+      spec.shape.size() == 2) {
+    q.type = *opts.lm_head_quant;
+    fixed = q.type == *opts.quant ? opts.group_size : 0;  // another type: its own default group
+  } else if (quantizable(spec)) {
+    q.type = *opts.quant;
+  } else {
+    return std::nullopt;
+  }
   const int64_t K = spec.shape[1];
-  if (opts.group_size > 0) return K % opts.group_size == 0 ? opts.group_size : 0;
-  for (int64_t g = default_group_size(*opts.quant); g >= 32; g /= 2)
-    if (K % g == 0) return g;
-  return 0;
+  q.group_size = 0;
+  if (fixed > 0) {
+    if (K % fixed == 0) q.group_size = fixed;
+  } else {
+    for (int64_t g = default_group_size(q.type); g >= 32 && q.group_size == 0; g /= 2)
+      if (K % g == 0) q.group_size = g;
+  }
+  if (q.group_size == 0) return std::nullopt;
+  q.scale_dtype = DType::F16;
+  return q;
 }
 
 void WeightSink::add_quantized(const TensorSpec& spec, const QuantInfo& q, Buffer&& data, Buffer&& scales) {
@@ -164,6 +182,13 @@ ConvertStats convert_tensors(const HfCheckpoint& hf, const ConvertOptions& opts,
     own_pool = std::make_unique<ThreadPool>(0);
     pool = own_pool.get();
   }
+  if (opts.lm_head_quant) {
+    RINFER_CHECK(opts.quant.has_value(), "--lm-head needs --dtype int8 or int4");
+    bool has_head = false;
+    for (const auto& spec : hf.arch->tensor_specs(hf.config, kGlobalGroup)) has_head |= spec.name == "lm_head.weight";
+    RINFER_CHECK(has_head, "--lm-head: this checkpoint ties the output layer to the token embeddings "
+                 "(tie_word_embeddings), which stay bf16; there is no separate lm_head to quantize");
+  }
   ConvertStats stats;
   const auto t0 = std::chrono::steady_clock::now();
   const bool tty = opts.progress && isatty(STDERR_FILENO);
@@ -174,16 +199,12 @@ ConvertStats convert_tensors(const HfCheckpoint& hf, const ConvertOptions& opts,
     sink.begin_group(g);
     for (const auto& spec : hf.arch->tensor_specs(hf.config, g)) {
       used.insert(spec.name);
-      if (const int64_t g = quant_group_for(opts, spec); g > 0) {
-        QuantInfo q;
-        q.type = *opts.quant;
-        q.group_size = g;
-        q.scale_dtype = DType::F16;
+      if (const auto q = quant_info_for(opts, spec)) {
         Buffer data, scales;
-        quantize_one(hf, spec, q, stage, *pool, data, scales);
+        quantize_one(hf, spec, *q, stage, *pool, data, scales);
         stats.bytes_out += data.size() + scales.size();
         ++stats.quantized_tensors;
-        sink.add_quantized(spec, q, std::move(data), std::move(scales));
+        sink.add_quantized(spec, *q, std::move(data), std::move(scales));
         continue;
       }
       if (opts.quant && spec.role == TensorRole::Matrix) stats.float_matrices.push_back(spec.name);

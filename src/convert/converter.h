@@ -28,6 +28,12 @@ struct ConvertOptions {
   // the largest supported group <= default that divides K; a given value is
   // strict (tensors whose K is not a multiple stay in `dtype`).
   int64_t group_size = 0;
+  // --lm-head int8|int4: the output layer quantized too (its type's default
+  // group size, with the same per-K fallback), an option of quantized runs
+  // only. Nothing: it stays in `dtype` (the default recipe). A checkpoint that
+  // ties lm_head to the token embeddings has no separate output layer to
+  // quantize: rejected.
+  std::optional<kernels::cpu::QuantType> lm_head_quant;
   // BF16 projection matrices (the tensors Linear multiplies by: Matrix role,
   // N % 8 == 0, K % 32 == 0, not MLA kv_b_proj) are stored in the blocked
   // layout decode streams best (kernels/cpu/ops.h, matmul_bf16_blocked) as a
@@ -62,8 +68,9 @@ struct QuantInfo {
   int64_t group_size = 32;
   DType scale_dtype = DType::F16;
 };
-// The group size `opts` gives tensor `spec` (0: stays in the float dtype).
-int64_t quant_group_for(const ConvertOptions& opts, const TensorSpec& spec);
+// The quant type and group size `opts` give tensor `spec` (nullopt: it stays
+// in the float dtype).
+std::optional<QuantInfo> quant_info_for(const ConvertOptions& opts, const TensorSpec& spec);
 
 class WeightSink {
  public:

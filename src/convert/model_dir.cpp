@@ -98,8 +98,9 @@ void ModelDirWriter::finish(const ConvertStats& stats) {
         {"symmetric", true},
         {"quantized_tensors", stats.quantized_tensors},
         {"float_matrices", stats.float_matrices},
-        {"note", "TensorRole::Matrix tensors except lm_head and MLA kv_b_proj, where K is a multiple of the group "
-                 "size; per-tensor scheme under tensors.<name>"}};
+        {"lm_head", weight_format_name(opts_.dtype, opts_.lm_head_quant)},
+        {"note", "TensorRole::Matrix tensors except lm_head (unless --lm-head int8|int4) and MLA kv_b_proj, where "
+                 "K is a multiple of the group size; per-tensor scheme under tensors.<name>"}};
   }
   desc["source"] = {{"path", fs::absolute(hf_.dir).string()},
                     {"dtype", std::string(dtype_user_name(hf_.storage_dtype()))},
@@ -244,7 +245,9 @@ ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode) {
       RINFER_CHECK(sv.dtype == DType::F16 && sv.shape == want_scales, dir, ": scales ", sname,
                    " have dtype ", dtype_name(sv.dtype), " shape ", shape_str(sv.shape), ", expected F16 [",
                    Np / 16, ", ", shape[1] / g, ", 16]");
-      md.group_size = std::max(md.group_size, g);
+      // The body's scheme (an int8 output layer next to int4 layers, --lm-head,
+      // is not what "the model's group size" describes).
+      if (name != "lm_head.weight") md.group_size = std::max(md.group_size, g);
     }
   } catch (const nlohmann::json::exception& e) {
     fail(desc_path, ": ", e.what());

@@ -171,11 +171,65 @@ TEST(CliQuant, BenchReportsQuantizedPaths) {
   EXPECT_LT(j.value("weight_bytes_per_token", 0.0), 0.8 * read_json(ob).value("weight_bytes_per_token", 0.0));
 }
 
+TEST(CliQuant, LmHeadInt8OnGoldenLlama) {
+  // convert --lm-head int8: the output layer quantized too (q8, group 128),
+  // recorded in model_desc.json; the logits stay as close to the golden ones
+  // as with a bf16 lm_head. Measured max |dlogit| per case (prompt / steps):
+  // int8 body + bf16 lm_head 0.143/0.234, 0.192/0.293, 0.221/0.326; + int8
+  // lm_head 0.155/0.235, 0.194/0.294, 0.214/0.316 (docs/validation.md). The
+  // bound is the int8 test's above.
+  TempDir tmp;
+  const fs::path m = tmp.path / "int8-head8";
+  convert_ok(golden_dir("llama") + "/hf", m, "--dtype int8 --lm-head int8");
+  const json desc = read_json(m / "model_desc.json");
+  EXPECT_EQ(desc.at("quantization").value("lm_head", ""), "int8");
+  EXPECT_TRUE(desc.at("quantization").at("float_matrices").empty()) << desc.at("quantization").dump();
+  const json& head = desc.at("tensors").at("lm_head.weight");
+  EXPECT_EQ(head.value("quant", ""), "q8");
+  EXPECT_EQ(head.value("group_size", 0), 128);
+  const fs::path rep = tmp.path / "v.json";
+  CmdResult r = run_rinfer("validate --golden " + quote(golden_dir("llama")) + " --model " + quote(m.string()) +
+                           " --json " + quote(rep.string()));
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  for (const auto& c : read_json(rep).at("cases")) {
+    EXPECT_LE(c.value("prompt_max_abs", 1e9), 0.4) << c.dump();
+    EXPECT_LE(c.value("steps_max_abs", 1e9), 0.4) << c.dump();
+  }
+  // An int4 body with an int8 head: bench names the body's scheme, and the
+  // head's bytes count at int8 (fewer than the bf16 head's).
+  const fs::path m4 = tmp.path / "int4", m4h = tmp.path / "int4-head8";
+  convert_ok(golden_dir("llama") + "/hf", m4, "--dtype int4");
+  convert_ok(golden_dir("llama") + "/hf", m4h, "--dtype int4 --lm-head int8");
+  auto bench = [&](const fs::path& model, const std::string& name) {
+    const fs::path out = tmp.path / (name + ".json");
+    CmdResult b = run_rinfer("bench --model " + quote(model.string()) +
+                             " --prompt-len 8 --gen-len 2 --samples 1 --warmup 0 --threads 1 --json " + quote(out.string()));
+    EXPECT_EQ(b.code, 0) << b.err;
+    return read_json(out);
+  };
+  const json b4 = bench(m4, "b4"), b4h = bench(m4h, "b4h");
+  EXPECT_EQ(b4h.value("quant", ""), "q4");
+  EXPECT_EQ(b4h.value("group_size", 0), 32);
+  EXPECT_EQ(b4h.value("lm_head", ""), "int8");
+  EXPECT_EQ(b4.value("lm_head", ""), "bf16");
+  const double head_bf16 = 512.0 * 128 * 2, head_q8 = 512.0 * 128 + 512.0 * 128 / 128 * 2;
+  EXPECT_DOUBLE_EQ(b4.value("weight_bytes_per_token", 0.0) - b4h.value("weight_bytes_per_token", 0.0),
+                   head_bf16 - head_q8);
+}
+
 TEST(CliQuant, BadOptions) {
   TempDir tmp;
   expect_fails("convert --hf " + quote(stories_hf()) + " --out " + quote((tmp.path / "x").string()) +
                    " --dtype bf16 --group-size 64",
                "--group-size needs --dtype int8 or int4");
+  expect_fails("convert --hf " + quote(stories_hf()) + " --out " + quote((tmp.path / "x").string()) +
+                   " --dtype bf16 --lm-head int8",
+               "--lm-head needs --dtype int8 or int4");
+  // stories260K ties its output layer to the token embeddings.
+  expect_fails("convert --hf " + quote(stories_hf()) + " --out " + quote((tmp.path / "x").string()) +
+                   " --dtype int4 --lm-head int8",
+               "ties the output layer to the token embeddings");
+  EXPECT_FALSE(fs::exists(tmp.path / "x"));
   CmdResult r = run_rinfer("convert --hf " + quote(stories_hf()) + " --out " + quote((tmp.path / "y").string()) +
                            " --dtype int8 --group-size 48");
   EXPECT_EQ(r.code, 2) << r.err;
