@@ -2,9 +2,8 @@
 # The precision table of docs/performance.md: TinyLlama-1.1B and Qwen2.5-0.5B
 # shapes (random weights), bf16 / int8 / int4, 1 and 2 threads, prompt 512,
 # 64 generated tokens; bench measures the read bandwidth after each sample and
-# the prefill instruction's peak itself. One JSON per row in OUT. TinyLlama
-# (an untied output layer) also as int4 with an int8 lm_head (convert
-# --lm-head int8: int4h8).
+# the prefill instruction's peak itself. One JSON per row in OUT. Also int4
+# with an int8 lm_head (convert --lm-head int8: int4h8).
 # Usage: scripts/bench_precisions.sh [OUT=perf_data/<date>] [RINFER=build/bin/rinfer]
 set -euo pipefail
 out=${1:-perf_data/$(date +%F)}
@@ -13,9 +12,7 @@ mkdir -p "$out" models
 for preset in tinyllama-1.1b qwen2.5-0.5b; do
   hf=models/synth-$preset
   [ -d "$hf" ] || "$rinfer" synth --preset "$preset" --out "$hf" --dtype bf16
-  variants="bf16 int8 int4"
-  [ "$preset" = tinyllama-1.1b ] && variants="$variants int4h8"
-  for dtype in $variants; do
+  for dtype in bf16 int8 int4 int4h8; do
     m=models/$preset-$dtype
     args="--dtype $dtype"
     [ "$dtype" = int4h8 ] && args="--dtype int4 --lm-head int8"

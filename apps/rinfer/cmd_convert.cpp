@@ -28,7 +28,8 @@ Runner add_convert(CLI::App& app) {
       ->check(CLI::IsMember({"32", "64", "128"}));
   cmd->add_option("--lm-head", o->lm_head,
                   "With --dtype int8/int4: quantize the output layer too, int8 (group 128) or int4 (group 32); "
-                  "default: it stays bf16. Not for checkpoints that tie it to the token embeddings")
+                  "default: it stays bf16. Tied to the token embeddings: the table stays bf16 for the lookup and "
+                  "the quantized copy is added")
       ->check(CLI::IsMember({"int8", "int4"}));
   cmd->add_option("--bf16-layout", o->bf16_layout,
                   "How BF16 projection matrices are stored: blocked (8 x 32 tiles, one sequential stream for decode; "

@@ -57,6 +57,10 @@ void add_runtime_options(CLI::App* cmd, RuntimeOptions& o) {
                   "For a Hugging Face --model with --dtype int8|int4: quantization group size 32|64|128 (default: 128 "
                   "int8, 32 int4)")
       ->check(CLI::IsMember({"32", "64", "128"}));
+  cmd->add_option("--lm-head", o.lm_head,
+                  "For a Hugging Face --model with --dtype int8|int4: quantize the output layer too, int8|int4 (as "
+                  "convert --lm-head)")
+      ->check(CLI::IsMember({"int8", "int4"}));
   cmd->add_option("--weights", o.weights,
                   "copy: read weights into anonymous memory (fast decode, default); mmap: map the files")
       ->check(CLI::IsMember({"copy", "mmap"}));
@@ -76,6 +80,10 @@ std::unique_ptr<Session> open_session(const std::string& model_path, const Runti
   }
   RINFER_CHECK(o.group_size == 0 || lo.quant.has_value(), "--group-size needs --dtype int8 or int4");
   lo.group_size = o.group_size;
+  if (!o.lm_head.empty()) {
+    RINFER_CHECK(lo.quant.has_value(), "--lm-head needs --dtype int8 or int4");
+    lo.lm_head_quant = parse_weight_format(o.lm_head)->quant;
+  }
   lo.mode = o.weights == "mmap" ? WeightLoadMode::Mmap : WeightLoadMode::Copy;
   s->lm = load_model(model_path, lo, *s->pool);
   const auto& cfg = s->lm.config;

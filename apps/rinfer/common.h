@@ -21,6 +21,7 @@ struct RuntimeOptions {
   int block_size = 16;
   std::string dtype = "auto";   // HF directories: convert to this in memory (f32|f16|bf16|int8|int4)
   int64_t group_size = 0;       // HF directories with int8/int4: quantization group (0: default)
+  std::string lm_head;          // HF directories with int8/int4: "int8"|"int4" quantizes lm_head too (convert --lm-head)
   std::string weights = "copy";
 };
 

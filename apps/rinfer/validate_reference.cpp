@@ -71,7 +71,9 @@ int run_reference_validation(const ReferenceValidation& o) {
   RINFER_CHECK(o.golden.empty() != o.prompts.empty(), "--reference needs prompts: give --golden DIR or --prompts FILE");
   auto model = open_session(o.model, o.rt, false);
   RuntimeOptions ref_rt = o.rt;
-  ref_rt.dtype = "auto";
+  ref_rt.dtype = "auto";  // the reference as it is: none of the model's conversion options
+  ref_rt.group_size = 0;
+  ref_rt.lm_head.clear();
   ref_rt.kv_cache_dtype = "auto";
   auto ref = open_session(o.reference, ref_rt, false);
   const int64_t V = model->lm.config.vocab_size;

@@ -182,12 +182,28 @@ ConvertStats convert_tensors(const HfCheckpoint& hf, const ConvertOptions& opts,
     own_pool = std::make_unique<ThreadPool>(0);
     pool = own_pool.get();
   }
+  // --lm-head on a checkpoint whose output layer is the token embedding
+  // table (tied): the table stays as it is for the lookup, and a quantized
+  // copy of it is written as lm_head.weight next to it (the loader prefers
+  // that over the table for the logits).
+  const TensorSpec* tied_head_source = nullptr;
+  const auto global_specs = hf.arch->tensor_specs(hf.config, kGlobalGroup);
   if (opts.lm_head_quant) {
     RINFER_CHECK(opts.quant.has_value(), "--lm-head needs --dtype int8 or int4");
     bool has_head = false;
-    for (const auto& spec : hf.arch->tensor_specs(hf.config, kGlobalGroup)) has_head |= spec.name == "lm_head.weight";
-    RINFER_CHECK(has_head, "--lm-head: this checkpoint ties the output layer to the token embeddings "
-                 "(tie_word_embeddings), which stay bf16; there is no separate lm_head to quantize");
+    for (const auto& spec : global_specs) {
+      has_head |= spec.name == "lm_head.weight";
+      if (spec.role == TensorRole::Embedding && spec.shape.size() == 2) tied_head_source = &spec;
+    }
+    if (has_head) tied_head_source = nullptr;
+    RINFER_CHECK(has_head || tied_head_source, "--lm-head: this architecture has no output layer to quantize");
+    if (tied_head_source) {
+      TensorSpec head = *tied_head_source;
+      head.name = "lm_head.weight";
+      head.role = TensorRole::Matrix;
+      RINFER_CHECK(quant_info_for(opts, head).has_value(), "--lm-head: the hidden size ", head.shape[1],
+                   " is not a multiple of 32, the smallest group");
+    }
   }
   ConvertStats stats;
   const auto t0 = std::chrono::steady_clock::now();
@@ -199,6 +215,19 @@ ConvertStats convert_tensors(const HfCheckpoint& hf, const ConvertOptions& opts,
     sink.begin_group(g);
     for (const auto& spec : hf.arch->tensor_specs(hf.config, g)) {
       used.insert(spec.name);
+      if (tied_head_source && spec.name == tied_head_source->name) {
+        TensorSpec head = spec;
+        head.name = "lm_head.weight";
+        head.role = TensorRole::Matrix;
+        const auto q = quant_info_for(opts, head);  // checked above
+        Buffer data, scales;
+        TensorSpec source = spec;  // rows read as the embedding's (the architecture's name for it)
+        source.role = TensorRole::Matrix;
+        quantize_one(hf, source, *q, stage, *pool, data, scales);
+        stats.bytes_out += data.size() + scales.size();
+        ++stats.quantized_tensors;
+        sink.add_quantized(head, *q, std::move(data), std::move(scales));
+      }
       if (const auto q = quant_info_for(opts, spec)) {
         Buffer data, scales;
         quantize_one(hf, spec, *q, stage, *pool, data, scales);

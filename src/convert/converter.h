@@ -30,9 +30,9 @@ struct ConvertOptions {
   int64_t group_size = 0;
   // --lm-head int8|int4: the output layer quantized too (its type's default
   // group size, with the same per-K fallback), an option of quantized runs
-  // only. Nothing: it stays in `dtype` (the default recipe). A checkpoint that
-  // ties lm_head to the token embeddings has no separate output layer to
-  // quantize: rejected.
+  // only. Nothing: it stays in `dtype` (the default recipe). Where the
+  // checkpoint ties lm_head to the token embeddings, the table is kept for
+  // the lookup and a quantized copy is written as lm_head.weight.
   std::optional<kernels::cpu::QuantType> lm_head_quant;
   // BF16 projection matrices (the tensors Linear multiplies by: Matrix role,
   // N % 8 == 0, K % 32 == 0, not MLA kv_b_proj) are stored in the blocked

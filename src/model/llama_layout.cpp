@@ -95,7 +95,9 @@ std::unique_ptr<Model> make_llama_decoder(const ModelConfig& c, const WeightStor
                              eit->second.shape.size() == 4;
   const TensorView embed = embed_blocked ? eit->second : w.get(embed_name, {c.vocab_size, c.hidden_size});
   Linear head;
-  if (c.tie_word_embeddings) {
+  // Tied, unless the converter wrote a quantized copy of the table as the
+  // output layer (convert --lm-head).
+  if (c.tie_word_embeddings && !w.has("lm_head.weight")) {
     head.weight = embed;
     head.blocked = embed_blocked;
     head.in = c.hidden_size;

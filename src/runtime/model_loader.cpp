@@ -20,7 +20,8 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts, ThreadP
   lm.name = fs::path(path).lexically_normal().filename().string();
   if (lm.name.empty() || lm.name == ".") lm.name = fs::absolute(path).parent_path().filename().string();
   if (is_model_dir(path)) {
-    RINFER_CHECK(!opts.dtype.has_value() && !opts.quant.has_value(), "--dtype applies to Hugging Face directories; ", path,
+    RINFER_CHECK(!opts.dtype.has_value() && !opts.quant.has_value() && !opts.lm_head_quant.has_value(),
+                 "--dtype applies to Hugging Face directories; ", path,
                  " is already converted (convert again to change it)");
     ModelDir md = load_model_dir(path, opts.mode);
     lm.config = md.config;
@@ -34,6 +35,7 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts, ThreadP
     co.dtype = opts.dtype.value_or(opts.quant ? DType::BF16 : hf.storage_dtype());
     co.quant = opts.quant;
     co.group_size = opts.group_size;
+    co.lm_head_quant = opts.lm_head_quant;
     co.pool = &pool;
     lm.weights = std::make_unique<WeightStore>();
     lm.weights->source = path;

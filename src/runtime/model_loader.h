@@ -17,6 +17,7 @@ struct LoadOptions {
   // dtype of the rest, default bf16) with this group size (0: default).
   std::optional<kernels::cpu::QuantType> quant;
   int64_t group_size = 0;
+  std::optional<kernels::cpu::QuantType> lm_head_quant;  // HF directories only: ConvertOptions::lm_head_quant
   WeightLoadMode mode = WeightLoadMode::Copy;
 };
 

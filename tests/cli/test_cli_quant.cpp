@@ -217,6 +217,31 @@ TEST(CliQuant, LmHeadInt8OnGoldenLlama) {
                    head_bf16 - head_q8);
 }
 
+TEST(CliQuant, LmHeadInt8TiedStories) {
+  // stories260K ties lm_head to the token embeddings: the table stays bf16
+  // (the lookup) and an int8 copy is written as lm_head.weight, which the
+  // loader then uses for the logits (accuracy: test_cli_reference.cpp).
+  TempDir tmp;
+  const fs::path m = tmp.path / "int8-head8";
+  convert_ok(stories_hf(), m, "--dtype int8 --lm-head int8");
+  const json desc = read_json(m / "model_desc.json");
+  EXPECT_EQ(desc.at("quantization").value("lm_head", ""), "int8");
+  const json& t = desc.at("tensors");
+  EXPECT_EQ(t.at("lm_head.weight").value("quant", ""), "q8");
+  EXPECT_EQ(t.at("lm_head.weight").at("shape"), json({512, 64}));
+  EXPECT_EQ(t.at("model.embed_tokens.weight").value("dtype", ""), "BF16");
+  const fs::path out = tmp.path / "b.json";
+  ASSERT_EQ(run_rinfer("bench --model " + quote(m.string()) + " --prompt-len 8 --gen-len 2 --samples 1 --warmup 0 "
+                       "--threads 1 --json " + quote(out.string()))
+                .code,
+            0);
+  EXPECT_EQ(read_json(out).value("lm_head", ""), "int8");
+  // The same model converted in memory gives the same greedy ids.
+  const std::string args = " --prompt 'Once upon a time' -n 32 --temperature 0 --json --threads 1";
+  EXPECT_EQ(ids_of(run_json("run --model " + quote(m.string()) + args), "output_ids"),
+            ids_of(run_json("run --model " + quote(stories_hf()) + " --dtype int8 --lm-head int8" + args), "output_ids"));
+}
+
 TEST(CliQuant, BadOptions) {
   TempDir tmp;
   expect_fails("convert --hf " + quote(stories_hf()) + " --out " + quote((tmp.path / "x").string()) +
@@ -225,10 +250,6 @@ TEST(CliQuant, BadOptions) {
   expect_fails("convert --hf " + quote(stories_hf()) + " --out " + quote((tmp.path / "x").string()) +
                    " --dtype bf16 --lm-head int8",
                "--lm-head needs --dtype int8 or int4");
-  // stories260K ties its output layer to the token embeddings.
-  expect_fails("convert --hf " + quote(stories_hf()) + " --out " + quote((tmp.path / "x").string()) +
-                   " --dtype int4 --lm-head int8",
-               "ties the output layer to the token embeddings");
   EXPECT_FALSE(fs::exists(tmp.path / "x"));
   CmdResult r = run_rinfer("convert --hf " + quote(stories_hf()) + " --out " + quote((tmp.path / "y").string()) +
                            " --dtype int8 --group-size 48");
@@ -238,6 +259,10 @@ TEST(CliQuant, BadOptions) {
   const fs::path m = tmp.path / "int8";
   convert_ok(stories_hf(), m, "--dtype int8");
   expect_fails("run --model " + quote(m.string()) + " --dtype int4 --prompt-ids 1 -n 1", "--dtype applies");
+  expect_fails("run --model " + quote(m.string()) + " --dtype int4 --lm-head int8 --prompt-ids 1 -n 1",
+               "--dtype applies");
+  expect_fails("run --model " + quote(stories_hf()) + " --lm-head int8 --prompt-ids 1 -n 1",
+               "--lm-head needs --dtype int8 or int4");
 }
 
 }  // namespace rinfer::test::cli
