@@ -342,7 +342,7 @@ constexpr int kBlkRows = 8;
 // 43.9 (another run: 29.6-30.0 -> 33.0-33.1), 1 thread 0.73 -> 0.87 of the
 // plain read. 8 and 16 KB ahead measured alike; 24 KB and one per 8 lines
 // alike for bf16, slower for Q8. (Q4's heavier loop wants one per line:
-// kQ4Prefetch.)
+// kQ4NtaPrefetch.)
 constexpr int kSparsePrefetchLines = 4;
 constexpr int64_t kSparsePrefetch = 12288;
 template <int MG>
@@ -1458,44 +1458,34 @@ constexpr int kQMR = 6;                     // GEMM: x rows per micro tile
 constexpr int64_t kQKC = 8192;
 constexpr int64_t kQNBlocks = 8;            // GEMM: 16-row blocks per task (128 rows)
 constexpr int64_t kQGemvMaxMA8 = 4;         // decode A8 GEMV: x rows in one pass
-// Decode A8 GEMV on Q4: software prefetch of the weight line this many bytes
-// ahead into L2 (T2), and of the group scales kQ4ScalePrefetch bytes ahead.
+// Decode A8 GEMV on Q4, any number of threads: the loop over a group's
+// lines is unrolled, each line is prefetched non-temporally (prefetch_nta)
+// kQ4NtaPrefetch bytes ahead, and once per 4 lines a prefetch into L2
+// (prefetch_l2) reaches kQ4L2Prefetch bytes ahead; with several threads the
+// group scales are prefetched too (kQ4ScalePrefetch, QGemvA8Ctx::prefetch).
 // Q4's loop does more work per byte than a plain read, so fewer of its loads
-// are in flight and the hardware prefetcher alone falls behind. Interleaved
-// with a read probe at millisecond granularity (2 threads, K 2048 x N 5632,
-// medians of ~150-450 pairs, docs/performance.md), the 2-thread GEMV moved
-// 31.7-33.4 GB/s with the former T0 prefetch 8 KB ahead and 41.8-42.0 with
-// this one while a plain read moved 45.8-46.2 (host in its fast phase), and
-// 26.2-27.1 vs 29.5-30.1 against 29.8-30.7 in its slow phase. 4 KB and 8 KB
-// ahead, T0, no scale prefetch, and one prefetch per 2 or 4 lines (Q8's
-// kSparsePrefetchLines) were each slower. With one thread streaming, no
-// software prefetch is faster (QGemvA8Ctx::prefetch).
-constexpr int64_t kQ4Prefetch = 6144;
+// are in flight and the hardware prefetcher alone falls behind; and it is
+// close to bound by its instructions (bench_kernels qgemv/hot/q4g32: 34-38
+// GB/s per thread out of L2 against 27-30 GB/s from memory), where the
+// rolled loop spent 6 of its 12 instructions per line on the counter, a
+// branch and register copies around the vpdpbusd. Measured in the model
+// (tinyllama int4, 512-token context, each variant behind a switch flipped
+// every decode step, per layer; docs/performance.md):
+//  - 1 thread, against no software prefetch: nta 4 KB ahead gate/up 683 ->
+//    574 us, 669 -> 545, 705 -> 560 (2 KB and 8 KB ahead gained less, t0
+//    2 KB 5 %, t0 1 KB lost 2 %); then unrolled + L2 32 KB ahead on top:
+//    gate/up 512 -> 473 and 512 -> 480 us, step 29.1 -> 27.0 ms (16 KB
+//    ahead: 0.5-2 % less; unrolled alone about half of it).
+//  - 2 threads, against the former rolled loop with a T2 prefetch 6 KB
+//    ahead (which had beaten T0 8 KB ahead, 31.7-33.4 -> 41.8-42.0 GB/s):
+//    step 18.9 -> 17.0, 23.4 -> 22.3 and 23.7 -> 22.5 ms, gate/up 341 ->
+//    301, 427 -> 408 and 439 -> 400 us; qwen2.5-0.5b int4 gate/up 144 ->
+//    133 and 141 -> 136 us. Unrolled with the T2 prefetch kept: -4 % and
+//    +2 % per step; with T2 plus the L2 prefetch: neutral.
+//  - bench_gemv_pairs --threads 1: 0.88-0.93 -> 0.99-1.02 of a plain read.
+constexpr int64_t kQ4NtaPrefetch = 4096;
+constexpr int64_t kQ4L2Prefetch = 32768;
 constexpr int64_t kQ4ScalePrefetch = 2048;
-// ... and on one thread, a non-temporal prefetch (prefetch_nta) of the
-// weight line this many bytes ahead instead. In the model (tinyllama
-// int4, 1 thread, 512-token context, the prefetch behind a switch flipped
-// every decode step, per layer): gate/up 683 -> 574 us, 669 -> 545, 705 ->
-// 560; down 352 -> 297; o 126 -> 105; q/k/v 198 -> 181. 2 KB and 8 KB ahead
-// gained less (626 and 594 against 707 and 674 us), prefetcht0 2 KB ahead
-// 5 %, prefetcht0 1 KB ahead lost 2 %. On 2 threads it lost to the T2
-// prefetch above (gate/up 349 vs 342 us, 331 vs 316), and Q8 on one thread
-// gained nothing from it (970 vs 984 us, 1144 vs 1093).
-constexpr int64_t kQ4PrefetchOneThread = 4096;
-// ... with the group's loop unrolled and, once per 4 lines, a prefetch into
-// L2 (prefetch_l2) this many bytes ahead. On one thread the loop is close to
-// bound by its instructions (bench_kernels qgemv/hot/q4g32: 34-38 GB/s out
-// of L2 against 27-30 GB/s from memory), and the rolled loop spent 6 of its
-// 12 instructions per line on the counter, branches and register copies
-// around the vpdpbusd. Per-step A/B in the model (tinyllama int4, 1 thread,
-// 512-token context, per layer): gate/up 512 -> 473 us and 512 -> 480 (the
-// same with 16 KB ahead: 32 KB was 0.5-2 % faster still), down 263 -> 243;
-// the whole step 29.1 -> 27.0 ms and 29.3 -> 27.3. Unrolled without the L2
-// prefetch: about half of that. qwen2.5-0.5b int4: gate/up 209 -> 191 us
-// and 202 -> 185. bench_gemv_pairs --threads 1: 0.88-0.90 -> 0.98-0.99 of
-// a plain read. The same unrolling on 2 threads (T2 prefetch) measured
-// -6 % and +2 % per step: not used there.
-constexpr int64_t kQ4L2PrefetchOneThread = 32768;
 
 inline __m512 load_scales16(const QuantizedWeight& w, int64_t idx) {
   if (w.scale_dtype == DType::F16)
@@ -1630,13 +1620,11 @@ struct QGemvA8Ctx {
   const int32_t* xq;   // [M][K/4] quads of quantized x
   const int32_t* comp; // [M][G]
   const float* sxg;    // [M][G]
-  // Software prefetch of the weights (Q4: kQ4Prefetch, Q8: kSparsePrefetch)
-  // and of the group scales (kQ4ScalePrefetch, both types since cab3fe1):
-  // only when several threads stream. bench_gemv_pairs, Q4 g32 (one run
-  // each): 1 thread 0.76-0.79 of a plain read with it, 0.89-0.90 without;
-  // 2 threads, host in its fast phase, 0.87 with, 0.79 without. Q8 g128:
-  // 0.96 either way at 1 thread, 0.91 / 0.92 at 2 (fast phase). Without it,
-  // Q4 prefetches its weights non-temporally (kQ4PrefetchOneThread).
+  // Software prefetch of the Q8 weights (kSparsePrefetch) and of the group
+  // scales (kQ4ScalePrefetch, both types since cab3fe1): only when several
+  // threads stream. bench_gemv_pairs, Q8 g128: 0.96 either way at 1 thread,
+  // 0.91 / 0.92 at 2 (fast phase). (Q4 prefetches its weights on any
+  // number of threads: kQ4NtaPrefetch.)
   bool prefetch;
 };
 
@@ -1689,32 +1677,17 @@ void qgemv_a8_block(const QGemvA8Ctx& c, int64_t b) {
       // High nibbles are used in place (byte & 0xf0 = 16 * hi): a1 collects
       // 16x their dot products, divided back exactly once per group below.
       const uint8_t* p = wb + (k4 / 2) * 64;
-      // Line s of the group: its lo and hi nibbles against two quads of x.
-      auto line = [&](int64_t s, __m512i l) {
+      // Unrolled (kQ4NtaPrefetch says why).
+#pragma GCC unroll 16
+      for (int64_t s = 0; s < gs / 8; ++s) {
+        const __m512i l = _mm512_loadu_si512(p + s * 64);
+        prefetch_nta(p + s * 64 + kQ4NtaPrefetch);
+        if (s % 4 == 0) prefetch_l2(p + s * 64 + kQ4L2Prefetch);
         const __m512i lo = _mm512_and_si512(l, low4), hi16 = _mm512_andnot_si512(low4, l);
 #pragma GCC unroll 4
         for (int m = 0; m < MR; ++m) {
           a0[m] = dpbusd_bcast(a0[m], lo, c.xq + m * K4 + k4 + 2 * s);
           a1[m] = dpbusd_bcast(a1[m], hi16, c.xq + m * K4 + k4 + 2 * s + 1);
-        }
-      };
-      if constexpr (PF) {
-        // Not unrolled: measured faster than the fully unrolled group (the
-        // same A/B as kQ4Prefetch: 39.7 -> 40.6 GB/s with the T2 prefetch).
-#pragma GCC unroll 1
-        for (int64_t s = 0; s < gs / 8; ++s) {
-          const __m512i l = _mm512_loadu_si512(p + s * 64);
-          _mm_prefetch(reinterpret_cast<const char*>(p + s * 64 + kQ4Prefetch), _MM_HINT_T2);
-          line(s, l);
-        }
-      } else {
-        // One thread: unrolled (kQ4L2PrefetchOneThread says why).
-#pragma GCC unroll 16
-        for (int64_t s = 0; s < gs / 8; ++s) {
-          const __m512i l = _mm512_loadu_si512(p + s * 64);
-          prefetch_nta(p + s * 64 + kQ4PrefetchOneThread);
-          if (s % 4 == 0) prefetch_l2(p + s * 64 + kQ4L2PrefetchOneThread);
-          line(s, l);
         }
       }
 #pragma GCC unroll 4
