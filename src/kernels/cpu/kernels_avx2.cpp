@@ -1199,8 +1199,8 @@ constexpr int64_t kQ4Prefetch = 4096;
 // L2 this many bytes ahead once per 4 lines. Per-step A/B as above, gate/up
 // per layer: 1 thread 733 -> 647 us, 548 -> 520 and 697 -> 676; 2 threads
 // 427 -> 400 and 453 -> 438. Unrolled alone: 857 -> 832 (1 thread); 16 KB
-// ahead: 653 -> 620. (The same pair gained 7 % per step on AVX-512, where
-// it is used on one thread: kQ4L2PrefetchOneThread.)
+// ahead: 653 -> 620. (The same pair gained 7 % per step on AVX-512:
+// kQ4L2Prefetch there.)
 constexpr int64_t kQ4L2Prefetch = 32768;
 
 // y[m, rows 16 b .. 16 b + 16). GS: the group size as a constant (0: read
