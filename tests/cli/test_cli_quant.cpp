@@ -191,7 +191,8 @@ TEST(CliQuant, LmHeadInt8OnGoldenLlama) {
   CmdResult r = run_rinfer("validate --golden " + quote(golden_dir("llama")) + " --model " + quote(m.string()) +
                            " --json " + quote(rep.string()));
   EXPECT_EQ(r.code, 0) << r.out << r.err;
-  for (const auto& c : read_json(rep).at("cases")) {
+  const json report = read_json(rep);  // kept alive: iterating a temporary's member dangles
+  for (const auto& c : report.at("cases")) {
     EXPECT_LE(c.value("prompt_max_abs", 1e9), 0.4) << c.dump();
     EXPECT_LE(c.value("steps_max_abs", 1e9), 0.4) << c.dump();
   }
