@@ -186,22 +186,28 @@ ConvertStats convert_tensors(const HfCheckpoint& hf, const ConvertOptions& opts,
   // table (tied): the table stays as it is for the lookup, and a quantized
   // copy of it is written as lm_head.weight next to it (the loader prefers
   // that over the table for the logits).
-  const TensorSpec* tied_head_source = nullptr;
-  const auto global_specs = hf.arch->tensor_specs(hf.config, kGlobalGroup);
+  std::string tied_head_source;  // the embedding table's name, when a copy of it becomes lm_head.weight
+  TensorSpec tied_head;
+  std::optional<QuantInfo> tied_head_q;
   if (opts.lm_head_quant) {
     RINFER_CHECK(opts.quant.has_value(), "--lm-head needs --dtype int8 or int4");
-    bool has_head = false;
-    for (const auto& spec : global_specs) {
+    bool has_head = false, has_table = false;
+    for (const auto& spec : hf.arch->tensor_specs(hf.config, kGlobalGroup)) {
       has_head |= spec.name == "lm_head.weight";
-      if (spec.role == TensorRole::Embedding && spec.shape.size() == 2) tied_head_source = &spec;
+      if (spec.role == TensorRole::Embedding && spec.shape.size() == 2) {
+        has_table = true;
+        tied_head_source = spec.name;
+        tied_head = spec;
+      }
     }
-    if (has_head) tied_head_source = nullptr;
-    RINFER_CHECK(has_head || tied_head_source, "--lm-head: this architecture has no output layer to quantize");
-    if (tied_head_source) {
-      TensorSpec head = *tied_head_source;
-      head.name = "lm_head.weight";
-      head.role = TensorRole::Matrix;
-      RINFER_CHECK(quant_info_for(opts, head).has_value(), "--lm-head: the hidden size ", head.shape[1],
+    RINFER_CHECK(has_head || has_table, "--lm-head: this architecture has no output layer to quantize");
+    if (has_head) {
+      tied_head_source.clear();
+    } else {
+      tied_head.name = "lm_head.weight";
+      tied_head.role = TensorRole::Matrix;
+      tied_head_q = quant_info_for(opts, tied_head);
+      RINFER_CHECK(tied_head_q.has_value(), "--lm-head: the hidden size ", tied_head.shape[1],
                    " is not a multiple of 32, the smallest group");
     }
   }
@@ -215,18 +221,12 @@ ConvertStats convert_tensors(const HfCheckpoint& hf, const ConvertOptions& opts,
     sink.begin_group(g);
     for (const auto& spec : hf.arch->tensor_specs(hf.config, g)) {
       used.insert(spec.name);
-      if (tied_head_source && spec.name == tied_head_source->name) {
-        TensorSpec head = spec;
-        head.name = "lm_head.weight";
-        head.role = TensorRole::Matrix;
-        const auto q = quant_info_for(opts, head);  // checked above
+      if (!tied_head_source.empty() && spec.name == tied_head_source) {
         Buffer data, scales;
-        TensorSpec source = spec;  // rows read as the embedding's (the architecture's name for it)
-        source.role = TensorRole::Matrix;
-        quantize_one(hf, source, *q, stage, *pool, data, scales);
+        quantize_one(hf, spec, *tied_head_q, stage, *pool, data, scales);  // rows read under the table's name
         stats.bytes_out += data.size() + scales.size();
         ++stats.quantized_tensors;
-        sink.add_quantized(head, *q, std::move(data), std::move(scales));
+        sink.add_quantized(tied_head, *tied_head_q, std::move(data), std::move(scales));
       }
       if (const auto q = quant_info_for(opts, spec)) {
         Buffer data, scales;
