@@ -16,6 +16,7 @@
 #include "core/process_stats.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/roofline.h"
+#include "model/stage_profile.h"
 #include "runtime/generator.h"
 #include "rinfer_git_commit.h"  // generated at build time (cmake/git_commit.cmake)
 
@@ -36,6 +37,55 @@ struct Series {
     return std::sqrt(s / double(v.size() - 1));
   }
 };
+
+// The --profile tables (and their JSON): per phase, each stage's time per
+// forward call and its share of the call; for a prompt the GFLOP/s of the
+// stages that run matmul kernels (against the instruction peak), for a
+// decode step the bytes of weights (attention: KV cache) a stage reads and
+// its rate (against the measured read bandwidth).
+nlohmann::json print_profile(const profile::PhaseTotals (&prof)[2], double peak_gops, double mem_bw) {
+  nlohmann::json out = nlohmann::json::object();
+  for (int p = 0; p < 2; ++p) {
+    const profile::PhaseTotals& t = prof[p];
+    const bool prefill = p == 0;
+    const char* phase = profile::phase_name(prefill ? profile::Phase::Prefill : profile::Phase::Decode);
+    if (t.forwards == 0) continue;
+    const double calls = double(t.forwards), fwd_ms = double(t.forward_ns) / 1e6 / calls;
+    const double roof = prefill ? peak_gops : mem_bw;
+    std::printf("  %s profile, per forward call (%.3f ms, mean of %llu):\n", phase, fwd_ms,
+                static_cast<unsigned long long>(t.forwards));
+    std::printf("    %-14s %9s %7s %10s %8s%s\n", "stage", "ms", "share", prefill ? "GFLOP" : "MB read",
+                prefill ? "GFLOP/s" : "GB/s", roof > 0 ? (prefill ? "  of peak" : "  of bw") : "");
+    nlohmann::json stages = nlohmann::json::array();
+    double listed_ms = 0;
+    for (size_t s = 0; s < t.stages.size(); ++s) {
+      const profile::StageTotals& st = t.stages[s];
+      if (st.calls == 0) continue;
+      const double ms = double(st.ns) / 1e6 / calls;
+      listed_ms += ms;
+      const char* name = profile::stage_name(profile::Stage(s));
+      nlohmann::json js = {{"stage", name}, {"ms", ms}, {"share", ms / fwd_ms}, {"calls", double(st.calls) / calls}};
+      std::printf("    %-14s %9.3f %6.1f%%", name, ms, 100 * ms / fwd_ms);
+      // A rate: GFLOP/s (2 per multiply-add) or GB/s; both are per ns * 1e9.
+      const uint64_t amount = prefill ? 2 * st.macs : st.bytes;
+      if (amount > 0) {
+        const double rate = double(amount) / double(st.ns);
+        js[prefill ? "gflop" : "bytes"] = double(amount) / calls / (prefill ? 1e9 : 1.0);
+        js[prefill ? "gflop_s" : "gb_s"] = rate;
+        std::printf(" %10.2f %8.1f", double(amount) / calls / (prefill ? 1e9 : 1e6), rate);
+        if (roof > 0) std::printf("  %7.2f", rate / roof), js[prefill ? "peak_ratio" : "bandwidth_ratio"] = rate / roof;
+      }
+      std::printf("\n");
+      stages.push_back(js);
+    }
+    // Inside forward but in no stage: workspace lookups, batch bookkeeping.
+    std::printf("    %-14s %9.3f %6.1f%%\n", "(rest)", fwd_ms - listed_ms, 100 * (fwd_ms - listed_ms) / fwd_ms);
+    out[phase] = {{"forward_calls", t.forwards}, {"forward_ms", fwd_ms}, {"rest_ms", fwd_ms - listed_ms},
+                  {"stages", stages}};
+  }
+  return out;
+}
+
 }  // namespace
 
 Runner add_bench(CLI::App& app) {
@@ -44,7 +94,7 @@ Runner add_bench(CLI::App& app) {
     int64_t prompt_len = 128, gen_len = 128;
     int samples = 5, warmup = 1;
     double mem_bw = 0;
-    bool roofline = true;
+    bool roofline = true, profile = false;
     RuntimeOptions rt;
   };
   auto o = std::make_shared<Opts>();
@@ -59,6 +109,9 @@ Runner add_bench(CLI::App& app) {
       ->check(number_in(0, INFINITY, /*min_exclusive=*/true));
   cmd->add_flag("--roofline,!--no-roofline", o->roofline,
                 "Probe read bandwidth (512 MiB, after each sample) and the prefill instruction's peak (default on)");
+  cmd->add_flag("--profile", o->profile,
+                "Time each stage of the forward pass (qkv, attention, gate-up, lm-head, ...) during the samples and "
+                "print where a prefill and a decode step spend their time, with each stage's read rate");
   cmd->add_option("--json", o->json_out, "Write the results as JSON to this file");
   add_runtime_options(cmd, o->rt);
   return [o]() -> int {
@@ -99,6 +152,7 @@ Runner add_bench(CLI::App& app) {
     Series ttft, prefill_tps, prefill_s, decode_tps, rss, probe_bw, bw_ratio;
     const uint64_t wbytes = s->lm.model->weight_bytes_per_token();
     const bool measure_bw = o->roofline && o->mem_bw == 0;
+    profile::set_enabled(o->profile);
     for (int i = 0; i < o->samples; ++i) {
       reset_peak_rss();
       auto r = gen.generate(prompt, go);
@@ -115,6 +169,9 @@ Runner add_bench(CLI::App& app) {
         bw_ratio.v.push_back(double(wbytes) * decode_tps.v.back() / 1e9 / probe_bw.v.back());
       }
     }
+    const profile::PhaseTotals prof[2] = {profile::totals(profile::Phase::Prefill),
+                                          profile::totals(profile::Phase::Decode)};
+    profile::set_enabled(false);
     // Prefill work: the multiply-adds the matmul kernels count for one prompt
     // forward pass (max_new_tokens = 1: no decode step). Attention scores are
     // not matmul kernels and not counted (a few percent at 512 tokens).
@@ -239,6 +296,7 @@ Runner add_bench(CLI::App& app) {
       std::printf(" = %.2f of %.1f GB/s (%s)", bw_frac, mem_bw,
                   o->mem_bw > 0 ? "--mem-bw" : "read, measured after each sample");
     std::printf("\n");
+    if (o->profile) j["profile"] = print_profile(prof, peak, mem_bw);
     if (!o->json_out.empty()) write_file_atomic(o->json_out, j.dump(2) + "\n");
     return 0;
   };

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/stage_profile.h"
+
 namespace rinfer {
 
 namespace kc = kernels::cpu;
@@ -39,28 +41,34 @@ void GqaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
   float* k = ws.get(Workspace::kK, size_t(T * NKV * D));
   float* v = ws.get(Workspace::kV, size_t(T * NKV * D));
   float* attn = ws.get(Workspace::kAttn, size_t(T * NH * D));
-  forward_linears(h, T, {{&q_, q}, {&k_, k}, {&v_, v}}, pool);
+  {
+    profile::Scope s(profile::Stage::Qkv, q_.bytes() + k_.bytes() + v_.bytes());
+    forward_linears(h, T, {{&q_, q}, {&k_, k}, {&v_, v}}, pool);
+  }
   kc::PagedKV cache = kv.layer(layer);
   const int64_t bs = kv.block_size();
   // Per token (tokens write distinct cache slots): q/k norms, RoPE, and K/V
   // into the cache before attention, so token t reads [0, pos] from it.
-  for_rows(pool, T, [&](int64_t t0, int64_t t1) {
-    if (q_norm_.weight) {
-      q_norm_.forward(q + t0 * NH * D, (t1 - t0) * NH, q + t0 * NH * D);
-      k_norm_.forward(k + t0 * NKV * D, (t1 - t0) * NKV, k + t0 * NKV * D);
-    }
-    for (int64_t t = t0; t < t1; ++t) {
-      const BatchItem& item = ctx.batch[size_t(ctx.tok_item[t])];
-      const int64_t pos = ctx.tok_pos[t];
-      if (rope_) {
-        const int64_t seq_len = item.start_pos + int64_t(item.tokens.size());
-        rope_->apply(q + t * NH * D, NH, D, pos, seq_len);
-        rope_->apply(k + t * NKV * D, NKV, D, pos, seq_len);
+  {
+    profile::Scope s(profile::Stage::AttnPrep);
+    for_rows(pool, T, [&](int64_t t0, int64_t t1) {
+      if (q_norm_.weight) {
+        q_norm_.forward(q + t0 * NH * D, (t1 - t0) * NH, q + t0 * NH * D);
+        k_norm_.forward(k + t0 * NKV * D, (t1 - t0) * NKV, k + t0 * NKV * D);
       }
-      const int64_t slot = int64_t(item.block_table[size_t(pos / bs)]) * bs + pos % bs;
-      kc::store_kv(cache, slot, k + t * NKV * D, v + t * NKV * D);
-    }
-  });
+      for (int64_t t = t0; t < t1; ++t) {
+        const BatchItem& item = ctx.batch[size_t(ctx.tok_item[t])];
+        const int64_t pos = ctx.tok_pos[t];
+        if (rope_) {
+          const int64_t seq_len = item.start_pos + int64_t(item.tokens.size());
+          rope_->apply(q + t * NH * D, NH, D, pos, seq_len);
+          rope_->apply(k + t * NKV * D, NKV, D, pos, seq_len);
+        }
+        const int64_t slot = int64_t(item.block_table[size_t(pos / bs)]) * bs + pos % bs;
+        kc::store_kv(cache, slot, k + t * NKV * D, v + t * NKV * D);
+      }
+    });
+  }
   // One task per (run of tokens of one sequence, K/V head, tile): the rows of
   // a tile (query heads of the group x up to tq tokens) share every K/V block
   // read. Decode with fewer (sequence, K/V head) pairs than threads splits a
@@ -80,19 +88,31 @@ void GqaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
   const int64_t heads_per_chunk = (group + head_chunks - 1) / head_chunks;
   head_chunks = (group + heads_per_chunk - 1) / heads_per_chunk;
   const int64_t n_tasks = int64_t(runs_.size()) * NKV * head_chunks;
-  pool.run(n_tasks, [&](int64_t task, int) {
-    const TokenRun run = runs_[size_t(task / (NKV * head_chunks))];
-    const int64_t kvh = task / head_chunks % NKV, h0 = kvh * group + task % head_chunks * heads_per_chunk;
-    const int64_t h1 = std::min(h0 + heads_per_chunk, (kvh + 1) * group);
-    kc::AttnRow rows[kMaxAttnRows];
-    int n = 0;
-    for (int64_t tok = run.t0; tok < run.t0 + run.n; ++tok)
-      for (int64_t head = h0; head < h1; ++head)
-        rows[n++] = {q + (tok * NH + head) * D, attn + (tok * NH + head) * D, ctx.tok_pos[tok] + 1,
-                     alibi_.empty() ? 0.0f : alibi_[size_t(head)]};
-    const BatchItem& item = ctx.batch[size_t(ctx.tok_item[run.t0])];
-    kc::attention_rows(rows, n, cache, int(kvh), item.block_table.data(), scale_);
-  });
+  // What the tasks read from the cache: each sequence's context once (the
+  // tasks of one K/V head share it), all K/V heads, K and V.
+  uint64_t kv_bytes = 0;
+  if (profile::enabled()) {
+    const uint64_t row = uint64_t(cache.head_dim) * dtype_size(cache.dtype) + (cache.dtype == DType::I8 ? 4 : 0);
+    for (const auto& item : ctx.batch)
+      kv_bytes += uint64_t(item.start_pos + int64_t(item.tokens.size())) * 2 * row * uint64_t(NKV);
+  }
+  {
+    profile::Scope s(profile::Stage::Attention, kv_bytes);
+    pool.run(n_tasks, [&](int64_t task, int) {
+      const TokenRun run = runs_[size_t(task / (NKV * head_chunks))];
+      const int64_t kvh = task / head_chunks % NKV, h0 = kvh * group + task % head_chunks * heads_per_chunk;
+      const int64_t h1 = std::min(h0 + heads_per_chunk, (kvh + 1) * group);
+      kc::AttnRow rows[kMaxAttnRows];
+      int n = 0;
+      for (int64_t tok = run.t0; tok < run.t0 + run.n; ++tok)
+        for (int64_t head = h0; head < h1; ++head)
+          rows[n++] = {q + (tok * NH + head) * D, attn + (tok * NH + head) * D, ctx.tok_pos[tok] + 1,
+                       alibi_.empty() ? 0.0f : alibi_[size_t(head)]};
+      const BatchItem& item = ctx.batch[size_t(ctx.tok_item[run.t0])];
+      kc::attention_rows(rows, n, cache, int(kvh), item.block_table.data(), scale_);
+    });
+  }
+  profile::Scope s(profile::Stage::AttnOut, o_.bytes());
   o_.forward(attn, T, out, pool);
 }
 

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "model/moe.h"
+#include "model/stage_profile.h"
 
 namespace rinfer {
 
@@ -55,38 +56,52 @@ void Decoder::forward(std::span<const BatchItem> batch, KVCache& kv, float* logi
     tok_pos_.resize(size_t(T));
     tok_item_.resize(size_t(T));
   }
+  bool prompt = false;
+  for (const auto& item : batch) prompt = prompt || item.tokens.size() > 1;
+  profile::ForwardScope forward_scope(prompt ? profile::Phase::Prefill : profile::Phase::Decode);
   float* x = ws_.get(Workspace::kX, size_t(T * H));
   float* h = ws_.get(Workspace::kH, size_t(T * H));
   float* o = ws_.get(Workspace::kOut, size_t(T * H));
   const size_t esz = dtype_size(embed_.dtype);
   int64_t t = 0;
-  for (size_t b = 0; b < batch.size(); ++b)
-    for (size_t i = 0; i < batch[b].tokens.size(); ++i, ++t) {
-      const int32_t id = batch[b].tokens[i];
-      RINFER_CHECK(id >= 0 && id < cfg_.vocab_size, "token id ", id, " is outside the vocabulary [0, ",
-                   cfg_.vocab_size, ")");
-      tok_item_[t] = int64_t(b);
-      tok_pos_[t] = batch[b].start_pos + int64_t(i);
-      if (embed_blocked_) {
-        // Row id is 32-value pieces, one per 8 x 32 tile of its 8-row group.
-        const auto* e = embed_.as<uint16_t>() + (int64_t(id) / 8) * 8 * H + (id % 8) * 32;
-        for (int64_t k = 0; k < H; k += 32) convert_to_f32(DType::BF16, e + k * 8, x + t * H + k, 32);
-      } else {
-        convert_to_f32(embed_.dtype, embed_.as<uint8_t>() + size_t(id) * H * esz, x + t * H, size_t(H));
+  {
+    profile::Scope s(profile::Stage::Embed);
+    for (size_t b = 0; b < batch.size(); ++b)
+      for (size_t i = 0; i < batch[b].tokens.size(); ++i, ++t) {
+        const int32_t id = batch[b].tokens[i];
+        RINFER_CHECK(id >= 0 && id < cfg_.vocab_size, "token id ", id, " is outside the vocabulary [0, ",
+                     cfg_.vocab_size, ")");
+        tok_item_[t] = int64_t(b);
+        tok_pos_[t] = batch[b].start_pos + int64_t(i);
+        if (embed_blocked_) {
+          // Row id is 32-value pieces, one per 8 x 32 tile of its 8-row group.
+          const auto* e = embed_.as<uint16_t>() + (int64_t(id) / 8) * 8 * H + (id % 8) * 32;
+          for (int64_t k = 0; k < H; k += 32) convert_to_f32(DType::BF16, e + k * 8, x + t * H + k, 32);
+        } else {
+          convert_to_f32(embed_.dtype, embed_.as<uint8_t>() + size_t(id) * H * esz, x + t * H, size_t(H));
+        }
       }
-    }
+  }
   ForwardContext ctx{batch, tok_pos_.data(), tok_item_.data(), T, max_ctx, &kv, &pool_, &ws_};
   for (int64_t l = 0; l < int64_t(layers_.size()); ++l) {
     DecoderLayer& L = layers_[size_t(l)];
-    auto residual = [&](int64_t r0, int64_t r1) { kc::add_inplace(x + r0 * H, o + r0 * H, (r1 - r0) * H); };
-    L.attn_norm.forward(x, T, h, pool_);
+    auto norm = [&](const RMSNorm& n) {
+      profile::Scope s(profile::Stage::Norm);
+      n.forward(x, T, h, pool_);
+    };
+    auto residual = [&] {
+      profile::Scope s(profile::Stage::Residual);
+      for_rows(pool_, T, [&](int64_t r0, int64_t r1) { kc::add_inplace(x + r0 * H, o + r0 * H, (r1 - r0) * H); });
+    };
+    norm(L.attn_norm);
     L.attn->forward(h, ctx, l, o);
-    for_rows(pool_, T, residual);
-    L.ffn_norm.forward(x, T, h, pool_);
+    residual();
+    norm(L.ffn_norm);
     L.ffn->forward(h, T, o, ws_, pool_);
-    for_rows(pool_, T, residual);
+    residual();
   }
   // Only the rows that want logits go through the final norm and the head.
+  profile::Scope head_scope(profile::Stage::LmHead, lm_head_.bytes());
   const int64_t rows = logit_rows(batch);
   float* sel = ws_.get(Workspace::kSel, size_t(rows * H));
   int64_t r = 0;

@@ -1,5 +1,7 @@
 #include "model/feed_forward.h"
 
+#include "model/stage_profile.h"
+
 namespace rinfer {
 
 GatedMLP GatedMLP::load(const WeightStore& w, const std::string& prefix, int64_t hidden, int64_t inter,
@@ -12,8 +14,16 @@ void GatedMLP::forward(const float* h, int64_t T, float* out, Workspace& ws, Thr
   const int64_t I = gate_.out;
   float* g = ws.get(Workspace::kGate, size_t(T * I));
   float* u = ws.get(Workspace::kUp, size_t(T * I));
-  forward_linears(h, T, {{&gate_, g}, {&up_, u}}, pool);
-  for_rows(pool, T, [&](int64_t r0, int64_t r1) { kernels::cpu::silu_mul(g + r0 * I, u + r0 * I, g + r0 * I, (r1 - r0) * I); });
+  {
+    profile::Scope s(profile::Stage::GateUp, gate_.bytes() + up_.bytes());
+    forward_linears(h, T, {{&gate_, g}, {&up_, u}}, pool);
+  }
+  {
+    profile::Scope s(profile::Stage::Activation);
+    for_rows(pool, T,
+             [&](int64_t r0, int64_t r1) { kernels::cpu::silu_mul(g + r0 * I, u + r0 * I, g + r0 * I, (r1 - r0) * I); });
+  }
+  profile::Scope s(profile::Stage::Down, down_.bytes());
   down_.forward(g, T, out, pool);
 }
 

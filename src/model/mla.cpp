@@ -1,9 +1,11 @@
 #include "model/mla.h"
 
 #include <cstring>
+#include <optional>
 
 #include "core/error.h"
 #include "kernels/cpu/latent_attention.h"
+#include "model/stage_profile.h"
 
 namespace rinfer {
 
@@ -59,6 +61,11 @@ void MlaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
   float* olat = ws.get(Workspace::kMla2, size_t(T * NH * L));
   float* attn = ws.get(Workspace::kAttn, size_t(T * NH * V));
   float* scores = ws.get(Workspace::kScores, size_t(pool.size()) * size_t(ctx.max_ctx));
+  const size_t esz = dtype_size(kv_b_.weight.dtype);
+  // The absorbed q reads W_uk (NH x L x N), the expansion W_uv (NH x V x L).
+  const uint64_t uk_bytes = uint64_t(NH * L * N) * esz, uv_bytes = uint64_t(NH * V * L) * esz;
+  std::optional<profile::Scope> scope(std::in_place, profile::Stage::Qkv,
+                                      q_a_.bytes() + q_b_.bytes() + q_proj_.bytes() + kv_a_.bytes());
   if (s_.q_lora_rank > 0) {
     float* qa = ws.get(Workspace::kMla0, size_t(T * s_.q_lora_rank));
     q_a_.forward(h, T, qa, pool);
@@ -72,6 +79,7 @@ void MlaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
   kc::PagedKV pkv = cache.layer(layer);
   RINFER_ASSERT(pkv.head_dim == ROW && pkv.n_kv_heads == 1);
   const int64_t bs = cache.block_size();
+  scope.emplace(profile::Stage::AttnPrep);
   for (int64_t t = 0; t < T; ++t) {
     const BatchItem& item = ctx.batch[size_t(ctx.tok_item[t])];
     const int64_t pos = ctx.tok_pos[t];
@@ -88,10 +96,14 @@ void MlaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
     kc::store_latent(pkv, slot, row);
   }
   // Absorb: q_lat[t, h] = W_uk[h]^T q_nope[t, h], one matmul per head over all tokens.
-  const size_t esz = dtype_size(kv_b_.weight.dtype);
+  scope.emplace(profile::Stage::Qkv, uk_bytes);
   for (int64_t hd = 0; hd < NH; ++hd)
     kc::matmul(q + hd * QK, T, N, NH * QK, w_uk_t_.as<uint8_t>() + size_t(hd * L * N) * esz, kv_b_.weight.dtype, L,
                nullptr, qlat + hd * ROW, NH * ROW, pool);
+  uint64_t kv_bytes = 0;
+  for (const auto& item : ctx.batch)
+    kv_bytes += uint64_t(item.start_pos + int64_t(item.tokens.size())) * uint64_t(ROW) * dtype_size(pkv.dtype);
+  scope.emplace(profile::Stage::Attention, kv_bytes);
   pool.run(T * NH, [&](int64_t task, int thread) {
     const int64_t tok = task / NH;
     const BatchItem& item = ctx.batch[size_t(ctx.tok_item[tok])];
@@ -99,6 +111,7 @@ void MlaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
                               olat + task * L, scores + int64_t(thread) * ctx.max_ctx);
   });
   // Expand: v[t, h] = W_uv[h] o_lat[t, h], W_uv[h] being rows of kv_b.
+  scope.emplace(profile::Stage::AttnOut, uv_bytes + o_.bytes());
   for (int64_t hd = 0; hd < NH; ++hd)
     kc::matmul(olat + hd * L, T, L, NH * L, kv_b_.weight.as<uint8_t>() + size_t((hd * (N + V) + N) * L) * esz,
                kv_b_.weight.dtype, V, nullptr, attn + hd * V, NH * V, pool);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "model/stage_profile.h"
 
 namespace rinfer {
 
@@ -90,13 +91,16 @@ void MoeFeedForward::forward(const float* h, int64_t T, float* out, Workspace& w
   const int64_t E = r_.n_experts, K = r_.top_k, H = router_.in;
   float* logits = ws.get(Workspace::kRouter, size_t(T * E + 2 * E));
   float* scratch = logits + T * E;
-  router_.forward(h, T, logits, pool);
-  sel_.resize(size_t(T * K));
-  sel_w_.resize(size_t(T * K));
-  for (auto& v : by_expert_) v.clear();
-  for (int64_t t = 0; t < T; ++t) {
-    route_token(r_, logits + t * E, bias_, sel_.data() + t * K, sel_w_.data() + t * K, scratch);
-    for (int64_t k = 0; k < K; ++k) by_expert_[size_t(sel_[t * K + k])].push_back({int32_t(t), sel_w_[t * K + k]});
+  {
+    profile::Scope s(profile::Stage::Router, router_.bytes());
+    router_.forward(h, T, logits, pool);
+    sel_.resize(size_t(T * K));
+    sel_w_.resize(size_t(T * K));
+    for (auto& v : by_expert_) v.clear();
+    for (int64_t t = 0; t < T; ++t) {
+      route_token(r_, logits + t * E, bias_, sel_.data() + t * K, sel_w_.data() + t * K, scratch);
+      for (int64_t k = 0; k < K; ++k) by_expert_[size_t(sel_[t * K + k])].push_back({int32_t(t), sel_w_[t * K + k]});
+    }
   }
   std::memset(out, 0, size_t(T * H) * sizeof(float));
   float* xin = ws.get(Workspace::kExpertIn, size_t(T * H));
@@ -108,8 +112,13 @@ void MoeFeedForward::forward(const float* h, int64_t T, float* out, Workspace& w
     if (rows.empty()) continue;
     counts_total_[size_t(e)] += rows.size();
     const int64_t n = int64_t(rows.size());
-    for (int64_t i = 0; i < n; ++i) std::memcpy(xin + i * H, h + int64_t(rows[i].first) * H, size_t(H) * sizeof(float));
+    {
+      profile::Scope s(profile::Stage::MoeCombine);
+      for (int64_t i = 0; i < n; ++i)
+        std::memcpy(xin + i * H, h + int64_t(rows[i].first) * H, size_t(H) * sizeof(float));
+    }
     experts_[size_t(e)].forward(xin, n, xout, ws, pool);
+    profile::Scope s(profile::Stage::MoeCombine);
     for (int64_t i = 0; i < n; ++i) {
       float* o = out + int64_t(rows[i].first) * H;
       const float wgt = rows[i].second;
@@ -120,6 +129,7 @@ void MoeFeedForward::forward(const float* h, int64_t T, float* out, Workspace& w
   if (shared_) {
     float* s = ws.get(Workspace::kShared, size_t(T * H));
     shared_->forward(h, T, s, ws, pool);
+    profile::Scope combine_scope(profile::Stage::MoeCombine, shared_gate_.bytes());
     if (shared_gate_.weight.data) {
       float* g = ws.get(Workspace::kMla0, size_t(T));
       shared_gate_.forward(h, T, g, pool);
