@@ -114,6 +114,7 @@ Runner add_bench(CLI::App& app) {
                 "print where a prefill and a decode step spend their time, with each stage's read rate");
   cmd->add_option("--json", o->json_out, "Write the results as JSON to this file");
   add_runtime_options(cmd, o->rt);
+  add_prefill_chunk_option(cmd, o->rt);
   return [o]() -> int {
     if (o->rt.kv_cache_tokens == 0) o->rt.kv_cache_tokens = o->prompt_len + o->gen_len;
     auto s = open_session(o->model, o->rt, false);
@@ -128,6 +129,7 @@ Runner add_bench(CLI::App& app) {
       id = int32_t(3 + x % uint64_t(std::max<int64_t>(cfg.vocab_size - 3, 1)));
     }
     Generator gen(*s->lm.model, *s->kv);
+    gen.set_prefill_chunk(o->rt.prefill_chunk);
     GenerateOptions go;
     go.max_new_tokens = o->gen_len;
     go.sampling.temperature = 0;  // greedy, no EOS stop: every sample decodes gen_len tokens

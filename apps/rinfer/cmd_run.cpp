@@ -56,6 +56,7 @@ Runner add_run(CLI::App& app) {
   cmd->add_option("--expert-stats", o->expert_stats,
                   "MoE models: write per-layer expert activation counts (JSON) to this file");
   add_runtime_options(cmd, o->rt);
+  add_prefill_chunk_option(cmd, o->rt);
   return [o, ids_opt]() -> int {
     const bool use_text = ids_opt->count() == 0;
     // Checked before loading the model: a typo fails at once.
@@ -95,6 +96,7 @@ Runner add_run(CLI::App& app) {
         go.stop_ids.push_back(tok_eos);
     }
     Generator gen(*s->lm.model, *s->kv);
+    gen.set_prefill_chunk(o->rt.prefill_chunk);
     gen.check_request(prompt, go);  // fail before the prompt is echoed
     if (!o->expert_stats.empty())
       RINFER_CHECK(!s->lm.model->expert_counts().empty(), "--expert-stats: ", s->lm.config.architecture,

@@ -103,6 +103,7 @@ Runner add_validate(CLI::App& app) {
       ->check(number_in(0, INFINITY, /*min_exclusive=*/true));
   cmd->add_option("--json", o->json_out, "Write per-case results to this JSON file");
   add_runtime_options(cmd, o->rt);
+  add_prefill_chunk_option(cmd, o->rt);
   return [o]() -> int {
     if (!o->ref.reference.empty()) {
       if (o->model.empty()) throw CLI::RequiredError("--reference needs --model");
@@ -140,6 +141,7 @@ Runner add_validate(CLI::App& app) {
                 o->golden.c_str(), s->lm.weight_format().c_str(), kv_dtype_name(s->kv->dtype()).c_str(),
                 exact ? "exact f32" : "top-1", atol);
     Generator gen(*s->lm.model, *s->kv);
+    gen.set_prefill_chunk(o->rt.prefill_chunk);
     bool all_ok = true;
     nlohmann::json report = nlohmann::json::array();
     for (const auto& p : manifest.at("prompts")) {

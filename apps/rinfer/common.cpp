@@ -66,6 +66,13 @@ void add_runtime_options(CLI::App* cmd, RuntimeOptions& o) {
       ->check(CLI::IsMember({"copy", "mmap"}));
 }
 
+void add_prefill_chunk_option(CLI::App* cmd, RuntimeOptions& o) {
+  cmd->add_option("--prefill-chunk", o.prefill_chunk,
+                  str("Prompt tokens per forward pass: longer prompts are prefilled in chunks, which bounds the "
+                      "activation memory (default ", Generator::kDefaultPrefillChunk, "; 0: the whole prompt at once)"))
+      ->check(integer_in(0));
+}
+
 std::unique_ptr<Session> open_session(const std::string& model_path, const RuntimeOptions& o, bool need_tokenizer) {
   auto s = std::make_unique<Session>();
   s->pool = std::make_unique<ThreadPool>(o.threads);

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/thread_pool.h"
+#include "runtime/generator.h"
 #include "runtime/kv_cache.h"
 #include "runtime/model_loader.h"
 #include "tokenizer/tokenizer.h"
@@ -23,9 +24,13 @@ struct RuntimeOptions {
   int64_t group_size = 0;       // HF directories with int8/int4: quantization group (0: default)
   std::string lm_head;          // HF directories with int8/int4: "int8"|"int4" quantizes lm_head too (convert --lm-head)
   std::string weights = "copy";
+  int64_t prefill_chunk = Generator::kDefaultPrefillChunk;  // prompt tokens per forward call (0: all)
 };
 
 void add_runtime_options(CLI::App* cmd, RuntimeOptions& o);
+// --prefill-chunk, for the commands that run a Generator (run, bench,
+// validate); serve has its per-step token budget (--max-batch-tokens).
+void add_prefill_chunk_option(CLI::App* cmd, RuntimeOptions& o);
 
 // Option checks with plain one-line messages ("must be an integer >= 0, got
 // \"-3\""). CLI11's NonNegativeNumber & co. print their bound as a 300-digit

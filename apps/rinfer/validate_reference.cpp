@@ -83,6 +83,8 @@ int run_reference_validation(const ReferenceValidation& o) {
   if (o.golden.empty()) tok = Tokenizer::load(o.model);
   const auto prompts = load_prompts(o, tok.get());
   Generator gen_m(*model->lm.model, *model->kv), gen_r(*ref->lm.model, *ref->kv);
+  gen_m.set_prefill_chunk(o.rt.prefill_chunk);
+  gen_r.set_prefill_chunk(o.rt.prefill_chunk);
   double kl_sum = 0, nll_m = 0, nll_r = 0;
   int64_t rows = 0, agree = 0;
   nlohmann::json cases = nlohmann::json::array();

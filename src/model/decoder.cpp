@@ -101,16 +101,17 @@ void Decoder::forward(std::span<const BatchItem> batch, KVCache& kv, float* logi
     residual();
   }
   // Only the rows that want logits go through the final norm and the head.
-  profile::Scope head_scope(profile::Stage::LmHead, lm_head_.bytes());
   const int64_t rows = logit_rows(batch);
+  if (rows == 0) return;
+  profile::Scope head_scope(profile::Stage::LmHead, lm_head_.bytes());
   float* sel = ws_.get(Workspace::kSel, size_t(rows * H));
   int64_t r = 0;
   t = 0;
   for (const auto& item : batch) {
     const int64_t n = int64_t(item.tokens.size());
-    const int64_t first = item.all_logits ? t : t + n - 1;
-    const int64_t count = item.all_logits ? n : 1;
-    final_norm_.forward(x + first * H, count, sel + r * H);
+    const int64_t first = item.logits == LogitRows::All ? t : t + n - 1;
+    const int64_t count = item.logits == LogitRows::All ? n : item.logits == LogitRows::Last ? 1 : 0;
+    if (count > 0) final_norm_.forward(x + first * H, count, sel + r * H);
     r += count;
     t += n;
   }

@@ -14,11 +14,17 @@
 
 namespace rinfer {
 
+// Which of a sequence's new tokens get a row of logits: the last one (the
+// token to sample next), all (teacher-forced scoring), or none (a prompt
+// chunk before the last: only its K/V matter, and the output layer, the
+// largest matrix of a small model, is not read for it).
+enum class LogitRows : uint8_t { Last, All, None };
+
 struct BatchItem {
   std::span<const int32_t> tokens;       // new tokens of this sequence
   int64_t start_pos = 0;                 // position of tokens[0] (= tokens already cached)
   std::span<const int32_t> block_table;  // must cover start_pos + tokens.size() positions
-  bool all_logits = false;               // logits for every token, else only the last
+  LogitRows logits = LogitRows::Last;
 };
 
 class Model {
@@ -29,7 +35,8 @@ class Model {
   // Number of logit rows forward() writes for this batch.
   static int64_t logit_rows(std::span<const BatchItem> batch);
   // Runs the batch, writing K/V of the new tokens into `kv` and logits
-  // [logit_rows, vocab_size] (in batch order) into `logits`.
+  // [logit_rows, vocab_size] (in batch order) into `logits` (untouched, and
+  // may be null, when logit_rows is 0).
   virtual void forward(std::span<const BatchItem> batch, KVCache& kv, float* logits) = 0;
   // Bytes of weights read to decode one token (all matrices once; for MoE
   // the router, top-k and shared experts).

@@ -136,8 +136,9 @@ bool Engine::step() {
   batch_.clear();
   for (const auto& c : s.chunks) {
     Sequence& seq = *c.seq;
+    // A prompt chunk that does not reach the end samples nothing: no logits row.
     batch_.push_back({std::span<const int32_t>(seq.tokens).subspan(size_t(seq.n_computed), size_t(c.n_tokens)),
-                      seq.n_computed, seq.block_table, false});
+                      seq.n_computed, seq.block_table, c.samples() ? LogitRows::Last : LogitRows::None});
   }
   logits_.resize(batch_.size() * size_t(vocab_));
   try {
@@ -149,6 +150,7 @@ bool Engine::step() {
     return true;
   }
   ++counters_.steps_total;
+  size_t row = 0;  // logits rows: one per sampling chunk, in batch order
   for (size_t i = 0; i < s.chunks.size(); ++i) {
     Sequence& seq = *s.chunks[i].seq;
     const bool samples = s.chunks[i].samples();
@@ -156,7 +158,7 @@ bool Engine::step() {
     counters_.prompt_tokens_total += std::max<int64_t>(0, std::min(end, seq.n_prompt) - begin);
     seq.n_computed = end;
     blocks_.register_computed(seq);
-    if (samples) sample(seq, logits_.data() + i * size_t(vocab_));
+    if (samples) sample(seq, logits_.data() + row++ * size_t(vocab_));
   }
   return true;
 }

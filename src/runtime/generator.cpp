@@ -18,6 +18,24 @@ Generator::~Generator() { reset(); }
 
 void Generator::reset() { kv_.release(blocks_); }
 
+void Generator::set_prefill_chunk(int64_t tokens) {
+  RINFER_CHECK(tokens >= 0, "--prefill-chunk must be >= 0 (0: the whole prompt at once), got ", tokens);
+  prefill_chunk_ = tokens;
+}
+
+void Generator::prefill(std::span<const int32_t> tokens, bool all_logits, float* logits) {
+  const int64_t n = int64_t(tokens.size()), vocab = model_.config().vocab_size;
+  const int64_t chunk = prefill_chunk_ > 0 ? prefill_chunk_ : n;
+  kv_.reserve(blocks_, n);
+  for (int64_t b = 0; b < n; b += chunk) {
+    const int64_t len = std::min(chunk, n - b);
+    // Before the last chunk only the K/V matter (unless every row is scored).
+    const LogitRows rows = all_logits ? LogitRows::All : b + len == n ? LogitRows::Last : LogitRows::None;
+    BatchItem item{tokens.subspan(size_t(b), size_t(len)), b, blocks_, rows};
+    model_.forward({&item, 1}, kv_, all_logits ? logits + b * vocab : logits);
+  }
+}
+
 int64_t Generator::context_limit(int64_t requested) const {
   int64_t limit = std::min(model_.config().max_position_embeddings, kv_.capacity_tokens());
   if (requested > 0) limit = std::min(limit, requested);
@@ -47,9 +65,7 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
   std::vector<int32_t> history(prompt.begin(), prompt.end());
   logits_.resize(size_t(vocab));
   auto t0 = std::chrono::steady_clock::now();
-  kv_.reserve(blocks_, int64_t(prompt.size()));
-  BatchItem item{prompt, 0, blocks_, false};
-  model_.forward({&item, 1}, kv_, logits_.data());
+  prefill(prompt, false, logits_.data());
   res.prefill_s = seconds_since(t0);
   int64_t pos = int64_t(prompt.size());
   res.stop_reason = "length";
@@ -63,7 +79,7 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
     if (step > 0) {
       kv_.reserve(blocks_, pos);
       const int32_t last = res.output_ids.back();
-      BatchItem next{{&last, 1}, pos - 1, blocks_, false};
+      BatchItem next{{&last, 1}, pos - 1, blocks_, LogitRows::Last};
       model_.forward({&next, 1}, kv_, logits_.data());
       ++res.n_decode_steps;
     }
@@ -93,14 +109,12 @@ void Generator::score(std::span<const int32_t> prompt, std::span<const int32_t> 
   RINFER_CHECK(n > 0, "score: empty prompt");
   RINFER_CHECK(n + int64_t(forced.size()) <= context_limit(), "score: sequence longer than the context");
   reset();
-  kv_.reserve(blocks_, n);
   prompt_logits.resize(size_t(n * vocab));
-  BatchItem item{prompt, 0, blocks_, true};
-  model_.forward({&item, 1}, kv_, prompt_logits.data());
+  prefill(prompt, true, prompt_logits.data());
   step_logits.resize(forced.size() * size_t(vocab));
   for (size_t i = 0; i < forced.size(); ++i) {
     kv_.reserve(blocks_, n + int64_t(i) + 1);
-    BatchItem next{forced.subspan(i, 1), n + int64_t(i), blocks_, false};
+    BatchItem next{forced.subspan(i, 1), n + int64_t(i), blocks_, LogitRows::Last};
     model_.forward({&next, 1}, kv_, step_logits.data() + i * size_t(vocab));
   }
   reset();

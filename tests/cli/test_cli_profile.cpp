@@ -81,6 +81,26 @@ TEST(CliProfile, LatentAttentionMoe) {
   EXPECT_NE(stage(d, "gate-up"), nullptr);
 }
 
+TEST(CliProfile, PrefillChunks) {
+  // --prefill-chunk 3 on an 8-token prompt: three forward calls per prompt
+  // (3 + 3 + 2 tokens), and the prompt's matmul work is unchanged.
+  TempDir tmp;
+  const fs::path b = tmp.path / "b.json";
+  const std::string base = "bench --model " + quote(golden_dir("llama") + "/hf") +
+                           " --prompt-len 8 --gen-len 2 --samples 2 --warmup 0 --threads 1 --no-roofline --profile" +
+                           " --json " + quote(b.string());
+  ASSERT_EQ(run_rinfer(base).code, 0);
+  const json whole = read_json(b);
+  CmdResult r = run_rinfer(base + " --prefill-chunk 3");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json chunked = read_json(b);
+  EXPECT_EQ(whole.at("profile").at("prefill").at("forward_calls"), 2);
+  EXPECT_EQ(chunked.at("profile").at("prefill").at("forward_calls"), 6);
+  EXPECT_DOUBLE_EQ(chunked.at("prefill_matmul_gflop").get<double>(), whole.at("prefill_matmul_gflop").get<double>());
+  expect_fails("bench --model " + quote(golden_dir("llama") + "/hf") + " --prefill-chunk -2", "--prefill-chunk");
+  expect_fails("serve --model " + quote(golden_dir("llama") + "/hf") + " --prefill-chunk 8", "--prefill-chunk");
+}
+
 TEST(CliProfile, OffByDefault) {
   TempDir tmp;
   const fs::path b = tmp.path / "b.json";
