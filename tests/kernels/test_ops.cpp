@@ -7,12 +7,15 @@
 #include <cstring>
 #include <numeric>
 
+#include "core/cpu_features.h"
 #include "kernel_test_util.h"
 
 namespace rinfer::kernels::cpu::testing {
 namespace {
 
 const double u = std::ldexp(1.0, -24);
+// q and p as hi + lo BF16 (Bf16Attention::Bf16Dot): |x - hi - lo| <= 2^-18 |x|.
+const double kSplitU = std::ldexp(1.0, -18);
 
 TEST(Rmsnorm, MatchesReference) {
   // |y - ref| <= 8u * |ref| + 1e-30: the sum of squares is in double in every
@@ -183,10 +186,17 @@ void check_attention(const AttnCase& c, uint32_t seed) {
     const double bound = 2 * score_err + 16 * u + (c.n_ctx / 2.0 + 4) * u;
     for (Isa isa : supported_isas()) {
       IsaScope scope(isa);
+      // BF16 dot products (Bf16Attention in ops.h): q as hi + lo moves a score
+      // by at most 2^-18 scale sum|q| (|K| <= 1), which moves the output by
+      // twice that (|V| <= 1); p as hi + lo moves it by at most 2^-18 sum p
+      // |V| <= 2^-18; each lane sums the hi and the lo products of n_ctx / 2
+      // pairs of keys: n_ctx / 2 more roundings than the f32 path's V sum.
+      const double bf16_term = 2 * kSplitU * scale * qk + kSplitU + c.n_ctx / 2.0 * u;
+      const double bound_isa = bound + (attention_uses_bf16_dot(c.dt, c.head_dim) ? bf16_term : 0);
       std::vector<float> out(size_t(c.head_dim), 123.0f), s2(size_t(c.n_ctx));
       attention_head(q.data(), kv, kv_head, table.data(), c.n_ctx, scale, c.alibi, out.data(), s2.data());
       for (int d = 0; d < c.head_dim; ++d)
-        ASSERT_LE(std::fabs(out[d] - ref[d]), bound)
+        ASSERT_LE(std::fabs(out[d] - ref[d]), bound_isa)
             << isa_name(isa) << " " << dt_name(c.dt) << " hd=" << c.head_dim << " kvh=" << kv_head << "/"
             << c.n_kv_heads << " bs=" << c.block_size << " n_ctx=" << c.n_ctx << " alibi=" << c.alibi << " d=" << d;
     }
@@ -200,7 +210,7 @@ void check_attention(const AttnCase& c, uint32_t seed) {
     auto check_rows = [&](const std::vector<int64_t>& lens) {
       const int R = int(lens.size());
       std::vector<std::vector<float>> qs, refs;
-      std::vector<double> bounds;
+      std::vector<double> bounds, bf16_terms;
       for (int r = 0; r < R; ++r) {
         qs.push_back(random_floats(rng, size_t(c.head_dim), -c.q_scale, c.q_scale));
         const float slope = c.alibi * float(r % 8 + 1);
@@ -211,6 +221,7 @@ void check_attention(const AttnCase& c, uint32_t seed) {
         for (int d = 0; d < c.head_dim; ++d) qa += std::fabs(qs[r][d]);
         const double se = (c.head_dim / 8.0 + 8) * u * scale * qa + 4 * u * std::fabs(slope) * c.n_ctx;
         bounds.push_back(2 * se + 16 * u + (c.n_ctx / 2.0 + 4) * u);
+        bf16_terms.push_back(2 * kSplitU * scale * qa + kSplitU + c.n_ctx / 2.0 * u);  // as for attention_head above
       }
       for (Isa isa : supported_isas()) {
         IsaScope scope(isa);
@@ -218,9 +229,12 @@ void check_attention(const AttnCase& c, uint32_t seed) {
         std::vector<AttnRow> rows;
         for (int r = 0; r < R; ++r) rows.push_back({qs[r].data(), outs[r].data(), lens[r], c.alibi * float(r % 8 + 1)});
         attention_rows(rows.data(), R, kv, kv_head, table.data(), scale);
+        // Fewer than 12 rows take the row path (BF16 dot products where
+        // attention_uses_bf16_dot); more, rows in lanes (f32).
+        const bool dot = R < 12 && attention_uses_bf16_dot(c.dt, c.head_dim);
         for (int r = 0; r < R; ++r)
           for (int d = 0; d < c.head_dim; ++d)
-            ASSERT_LE(std::fabs(outs[r][d] - refs[r][d]), bounds[r])
+            ASSERT_LE(std::fabs(outs[r][d] - refs[r][d]), bounds[r] + (dot ? bf16_terms[r] : 0.0))
                 << "attention_rows " << isa_name(isa) << " " << dt_name(c.dt) << " hd=" << c.head_dim << " kvh="
                 << kv_head << " bs=" << c.block_size << " rows " << R << " row " << r << " n_ctx=" << lens[r]
                 << " d=" << d;
@@ -243,27 +257,63 @@ void check_attention(const AttnCase& c, uint32_t seed) {
   }
 }
 
+// BF16 caches run both decode paths: f32 FMAs and BF16 dot products.
+struct Bf16AttentionScope {
+  explicit Bf16AttentionScope(Bf16Attention m) { set_bf16_attention(m); }
+  ~Bf16AttentionScope() { set_bf16_attention(Bf16Attention::Auto); }
+};
+
 TEST(Attention, PagedAllKvDtypes) {
   uint32_t seed = 100;
-  for (DType dt : {DType::F32, DType::F16, DType::BF16})
-    for (int hd : {8, 16, 24, 64, 80, 128, 200, 256})
-      for (int64_t n_ctx : {1, 2, 5, 15, 16, 17, 100, 300}) {
-        const int kvh = hd <= 24 ? 3 : hd == 64 ? 2 : 1;
-        check_attention({hd, kvh, 16, n_ctx, dt, 0.0f, 1.0f}, seed++);
-        if (::testing::Test::HasFailure()) return;
-      }
+  for (Bf16Attention mode : {Bf16Attention::F32, Bf16Attention::Bf16Dot}) {
+    Bf16AttentionScope scope(mode);
+    for (DType dt : {DType::F32, DType::F16, DType::BF16})
+      for (int hd : {8, 16, 24, 32, 64, 80, 96, 128, 200, 256})
+        for (int64_t n_ctx : {1, 2, 5, 15, 16, 17, 100, 300}) {
+          if (mode == Bf16Attention::Bf16Dot && dt != DType::BF16) continue;
+          const int kvh = hd <= 24 ? 3 : hd == 64 ? 2 : 1;
+          check_attention({hd, kvh, 16, n_ctx, dt, 0.0f, 1.0f}, seed++);
+          if (::testing::Test::HasFailure()) return;
+        }
+  }
 }
 
 TEST(Attention, AlibiOddBlockSizesAndPeakedScores) {
   uint32_t seed = 500;
-  for (DType dt : {DType::F32, DType::F16, DType::BF16})
-    for (int bs : {1, 3, 7, 16, 32})
-      for (int64_t n_ctx : {1, 4, 33, 257}) {
-        check_attention({8, 2, bs, n_ctx, dt, 0.0625f, 1.0f}, seed++);
-        check_attention({64, 1, bs, n_ctx, dt, -0.5f, 1.0f}, seed++);
-        check_attention({40, 2, bs, n_ctx, dt, 0.0f, 12.0f}, seed++);  // large scores: near one-hot softmax
-        if (::testing::Test::HasFailure()) return;
-      }
+  for (Bf16Attention mode : {Bf16Attention::F32, Bf16Attention::Bf16Dot}) {
+    Bf16AttentionScope scope(mode);
+    for (DType dt : {DType::F32, DType::F16, DType::BF16})
+      for (int bs : {1, 3, 7, 16, 32})
+        for (int64_t n_ctx : {1, 4, 33, 257}) {
+          if (mode == Bf16Attention::Bf16Dot && dt != DType::BF16) continue;
+          check_attention({8, 2, bs, n_ctx, dt, 0.0625f, 1.0f}, seed++);
+          check_attention({64, 1, bs, n_ctx, dt, -0.5f, 1.0f}, seed++);
+          check_attention({32, 2, bs, n_ctx, dt, 0.25f, 1.0f}, seed++);
+          check_attention({40, 2, bs, n_ctx, dt, 0.0f, 12.0f}, seed++);  // large scores: near one-hot softmax
+          check_attention({96, 1, bs, n_ctx, dt, 0.0f, 12.0f}, seed++);
+          if (::testing::Test::HasFailure()) return;
+        }
+  }
+}
+
+TEST(Attention, Bf16DotFollowsTheSetting) {
+  if (!cpu_features().has_avx512_bf16()) GTEST_SKIP() << "no AVX-512 BF16 here";
+  IsaScope isa(Isa::Avx512);
+  {
+    Bf16AttentionScope s(Bf16Attention::Bf16Dot);
+    EXPECT_TRUE(attention_uses_bf16_dot(DType::BF16, 64));
+    EXPECT_TRUE(attention_uses_bf16_dot(DType::BF16, 256));
+    EXPECT_FALSE(attention_uses_bf16_dot(DType::BF16, 80));  // not a multiple of 32
+    EXPECT_FALSE(attention_uses_bf16_dot(DType::BF16, 288));
+    EXPECT_FALSE(attention_uses_bf16_dot(DType::F16, 64));
+    EXPECT_FALSE(attention_uses_bf16_dot(DType::F32, 64));
+  }
+  {
+    Bf16AttentionScope s(Bf16Attention::F32);
+    EXPECT_FALSE(attention_uses_bf16_dot(DType::BF16, 64));
+  }
+  IsaScope avx2(Isa::Avx2);
+  EXPECT_FALSE(attention_uses_bf16_dot(DType::BF16, 64));
 }
 
 TEST(StoreKv, MatchesScalarConversionBitForBit) {

@@ -141,6 +141,29 @@ Bf16Gemm bf16_gemm_auto() {
 
 void set_bf16_gemm(Bf16Gemm mode) { g_bf16_gemm.store(int(mode), std::memory_order_relaxed); }
 
+namespace {
+std::atomic<int> g_bf16_attention{int(Bf16Attention::Auto)};
+}  // namespace
+
+void set_bf16_attention(Bf16Attention mode) { g_bf16_attention.store(int(mode), std::memory_order_relaxed); }
+
+bool attention_uses_bf16_dot(DType kv_dtype, int head_dim) {
+  if (kv_dtype != DType::BF16 || head_dim % 32 != 0 || head_dim > 256) return false;
+  if (active_isa() != Isa::Avx512 || !cpu_features().has_avx512_bf16()) return false;
+  Bf16Attention m = Bf16Attention(g_bf16_attention.load(std::memory_order_relaxed));
+  if (m == Bf16Attention::Auto) {
+    static const Bf16Attention env = [] {
+      const char* e = std::getenv("RINFER_BF16_ATTN");
+      if (!e || !*e) return Bf16Attention::Bf16Dot;
+      if (std::strcmp(e, "dot") == 0) return Bf16Attention::Bf16Dot;
+      if (std::strcmp(e, "f32") == 0) return Bf16Attention::F32;
+      fail("RINFER_BF16_ATTN=\"", e, "\": expected dot or f32");
+    }();
+    m = env;
+  }
+  return m == Bf16Attention::Bf16Dot;
+}
+
 bool bf16_gemm_uses_dot() {
   if (active_isa() != Isa::Avx512 || !cpu_features().has_avx512_bf16()) return false;
   Bf16Gemm m = Bf16Gemm(g_bf16_gemm.load(std::memory_order_relaxed));

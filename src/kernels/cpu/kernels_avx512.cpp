@@ -1197,6 +1197,246 @@ void attention_rows_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv
   });
 }
 
+// ---------------------------------------------------------------- BF16 cache, BF16 dot products
+// attention_rows_t's job on a BF16 cache where the CPU has AVX-512 BF16
+// (vdpbf16ps: pairs of BF16 products summed into f32 lanes, products exact):
+// the cache blocks are multiplied as they are stored, with no widening to
+// f32, and each q and each softmax probability enters as the sum of two
+// BF16 numbers, hi = bf16(x) and lo = bf16(x - hi) (x - hi - lo is at most
+// 2^-18 |x|, so the results are the f32 path's within f32-level bounds and
+// the golden logits do not move; q and p as one BF16 each moved them by up
+// to 0.01, docs/performance.md). A score is hd / 16 vdpbf16ps per key (hi
+// and lo halves); the value sums take keys in pairs (V rows t and t + 1
+// interleaved in registers with vpunpck[lh]wd, once for all rows of a
+// group), 4 hd / 32 vdpbf16ps per pair of keys and row. Against the f32 path
+// this drops the widening of every block and half the loads; bench_kernels
+// attention/cold/bf16 32q4kv_hd64/ctx512/rows 86-95 -> 70-74 us,
+// 16q16kv_hd128 385-442 -> 223-224 us.
+//
+// Rows are taken in pairs for the scores (each K load feeds both) and in
+// groups of RV for the values; the head's blocks are walked in order, K then
+// V, and the first row pair / group prefetches kAttnPrefetchBytes ahead into
+// L2 (the other rows find the blocks there).
+inline int64_t bd_head_rows(const PagedKV& kv, const int32_t* table, int kv_head, int64_t b) {
+  return (int64_t(table[b]) * kv.n_kv_heads + kv_head) * kv.block_size;
+}
+
+inline __m512 bf16_to_f32(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
+
+// 32 floats x[0 .. 32) as hi + lo, each 32 BF16 in order.
+inline void split_bf16x32(const float* x, __m512bh* hi, __m512bh* lo) {
+  const __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
+  *hi = _mm512_cvtne2ps_pbh(b, a);
+  const __m512i h = (__m512i)*hi;
+  const __m512 ah = bf16_to_f32(_mm512_castsi512_si256(h)), bh = bf16_to_f32(_mm512_extracti64x4_epi64(h, 1));
+  *lo = _mm512_cvtne2ps_pbh(_mm512_sub_ps(b, bh), _mm512_sub_ps(a, ah));
+}
+
+// Scores of rows a and b (TWO; else a only) for the nt keys of one block at K
+// rows kb (stride 32 NV), the first key at position j. q: [2 NV] per row (hi
+// parts, then lo parts). bias = {slope, slope * (n_ctx - 1)}: ALiBi.
+template <int NV, bool TWO>
+inline void bd_block_scores(const __m512bh* qa, const __m512bh* qb, const uint16_t* kb, int64_t nt, int64_t j,
+                            const float* bias_a, const float* bias_b, float scale, float* sa, float* sb) {
+  constexpr int hd = 32 * NV;
+  const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512 vscale = _mm512_set1_ps(scale);
+  for (int64_t t = 0; t < nt; t += 16) {
+    __m512 ra[4], rb[4];
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+      const int64_t tg = t + 4 * g;
+      const int nk = int(imax(0, imin(4, nt - tg)));
+      if (nk == 0) {
+        ra[g] = rb[g] = _mm512_setzero_ps();
+        continue;
+      }
+      const uint16_t* kp[4];  // past the last key: repeat one (its lanes are not stored)
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) kp[i] = kb + (tg + (i < nk ? i : 0)) * hd;
+      __m512 aa[4], ab[4];
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) aa[i] = ab[i] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v)
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) {
+          const __m512bh k = (__m512bh)_mm512_loadu_si512(kp[i] + 32 * v);
+          aa[i] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(aa[i], qa[v], k), qa[NV + v], k);
+          if constexpr (TWO) ab[i] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(ab[i], qb[v], k), qb[NV + v], k);
+        }
+      ra[g] = hsum4(aa[0], aa[1], aa[2], aa[3]);
+      if constexpr (TWO) rb[g] = hsum4(ab[0], ab[1], ab[2], ab[3]);
+    }
+    const __mmask16 m = tail_mask(nt - t);
+    const __m512 pos = _mm512_add_ps(_mm512_set1_ps(float(j + t)), iota);
+    auto finish = [&](const __m512* r, const float* bias, float* out) {
+      const __m512 alibi = _mm512_fmsub_ps(_mm512_set1_ps(bias[0]), pos, _mm512_set1_ps(bias[1]));
+      _mm512_mask_storeu_ps(out + t, m, _mm512_fmadd_ps(sum_lanes4(r[0], r[1], r[2], r[3]), vscale, alibi));
+    };
+    finish(ra, bias_a, sa);
+    if constexpr (TWO) finish(rb, bias_b, sb);
+  }
+}
+
+// acc_r += sum over the nt keys of one block (V rows at vb, stride 32 NV, the
+// first key at position j) of p_r[key] * V[key], R rows. ph / pl: each row's
+// probabilities as BF16 hi / lo parts, indexed by position; a pair of keys
+// (j + t, j + t + 1) is one u32 of each. An odd last key pairs with a zero
+// vector (its partner's p, past the row's end, is not used).
+template <int NV, int R>
+inline void bd_block_values(const uint16_t* const* ph, const uint16_t* const* pl, const uint16_t* vb, int64_t nt,
+                            int64_t j, __m512 (&acc)[R][NV][2]) {
+  constexpr int hd = 32 * NV;
+  for (int64_t t = 0; t < nt; t += 2) {
+    const uint16_t* v0 = vb + t * hd;
+    const bool pair = t + 1 < nt;
+    __m512bh lo[NV], hi[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      const __m512i a = _mm512_loadu_si512(v0 + 32 * v);
+      const __m512i b = pair ? _mm512_loadu_si512(v0 + hd + 32 * v) : _mm512_setzero_si512();
+      lo[v] = (__m512bh)_mm512_unpacklo_epi16(a, b);
+      hi[v] = (__m512bh)_mm512_unpackhi_epi16(a, b);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      uint32_t wh, wl;
+      memcpy(&wh, ph[r] + j + t, 4);
+      memcpy(&wl, pl[r] + j + t, 4);
+      const __m512bh pvh = (__m512bh)_mm512_set1_epi32(int(wh)), pvl = (__m512bh)_mm512_set1_epi32(int(wl));
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) {
+        acc[r][v][0] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[r][v][0], lo[v], pvh), lo[v], pvl);
+        acc[r][v][1] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[r][v][1], hi[v], pvh), hi[v], pvl);
+      }
+    }
+  }
+}
+
+template <int NV>
+void attention_rows_bf16dot(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_head,
+                            const int32_t* block_table, float scale) {
+  constexpr int hd = 32 * NV;
+  constexpr int RV = NV <= 2 ? 4 : 2;  // rows per value pass: RV x NV x 2 accumulators
+  const int bs = kv.block_size;
+  int64_t n_max = 0;
+  for (int r = 0; r < n_rows; ++r) n_max = imax(n_max, rows[r].n_ctx);
+  if (n_max == 0) {
+    for (int r = 0; r < n_rows; ++r)
+      for (int d = 0; d < hd; ++d) rows[r].out[d] = 0.0f;
+    return;
+  }
+  // Scores [row][ld_s] f32; the probabilities [row][hi, lo][ld_s] BF16, zero
+  // from the row's n_ctx on (room for the odd last key's partner).
+  const int64_t ld_s = (n_max + 2 + 15) / 16 * 16;
+  float* scores = detail::scratch(detail::kScratchAttnScores, int64_t(n_rows) * ld_s);
+  auto* probs = reinterpret_cast<uint16_t*>(detail::scratch(detail::kScratchAttnBlock, int64_t(n_rows) * ld_s));
+  const auto* K = static_cast<const uint16_t*>(kv.k);
+  const auto* V = static_cast<const uint16_t*>(kv.v);
+  const int64_t n_blocks = (n_max + bs - 1) / bs;
+  const int64_t block_bytes = int64_t(bs) * hd * 2;
+  const int64_t ahead = imax(1, kAttnPrefetchBytes / block_bytes);
+  // Block s of the K-then-V walk, into L2.
+  auto prefetch = [&](int64_t s) {
+    if (s >= 2 * n_blocks) return;
+    const bool v = s >= n_blocks;
+    const char* p = reinterpret_cast<const char*>((v ? V : K) +
+                                                  bd_head_rows(kv, block_table, kv_head, v ? s - n_blocks : s) * hd);
+    for (int64_t o = 0; o < block_bytes; o += 64) prefetch_l2(p + o);
+  };
+  for (int64_t s = 0; s < ahead; ++s) prefetch(s);
+
+  // Scores, two rows at a time (one when the next row's length differs).
+  for (int r = 0; r < n_rows;) {
+    const AttnRow& ra = rows[r];
+    const bool two = r + 1 < n_rows && rows[r + 1].n_ctx == ra.n_ctx;
+    const AttnRow& rb = two ? rows[r + 1] : ra;
+    __m512bh qa[2 * NV], qb[2 * NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      split_bf16x32(ra.q + 32 * v, &qa[v], &qa[NV + v]);
+      split_bf16x32(rb.q + 32 * v, &qb[v], &qb[NV + v]);
+    }
+    const float bias_a[2] = {ra.alibi_slope, ra.alibi_slope * float(ra.n_ctx - 1)};
+    const float bias_b[2] = {rb.alibi_slope, rb.alibi_slope * float(rb.n_ctx - 1)};
+    float* sa = scores + r * ld_s;
+    float* sb = scores + (r + (two ? 1 : 0)) * ld_s;
+    for (int64_t b = 0, j = 0; j < ra.n_ctx; ++b, j += bs) {
+      if (r == 0) prefetch(b + ahead);
+      const uint16_t* kb = K + bd_head_rows(kv, block_table, kv_head, b) * hd;
+      const int64_t nt = imin(bs, ra.n_ctx - j);
+      if (two)
+        bd_block_scores<NV, true>(qa, qb, kb, nt, j, bias_a, bias_b, scale, sa + j, sb + j);
+      else
+        bd_block_scores<NV, false>(qa, qa, kb, nt, j, bias_a, bias_a, scale, sa + j, sa + j);
+    }
+    r += two ? 2 : 1;
+  }
+  for (int r = 0; r < n_rows; ++r) {
+    float* sr = scores + r * ld_s;
+    uint16_t* ph = probs + 2 * r * ld_s;
+    const int64_t n = rows[r].n_ctx;
+    if (n > 0) softmax(sr, n);
+    for (int64_t i = 0; i < ld_s; i += 16) {
+      const __m512 x = _mm512_maskz_loadu_ps(tail_mask(imax(0, n - i)), sr + i);
+      const __m256i h = (__m256i)_mm512_cvtneps_pbh(x);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(ph + i), h);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(ph + ld_s + i),
+                          (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(x, bf16_to_f32(h))));
+    }
+  }
+  // Values, RV rows at a time, each group over its longest context.
+  const __m512i lo_idx = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+  const __m512i hi_idx = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+  auto values = [&]<int R>(int r0) {
+    __m512 acc[R][NV][2];
+    int64_t n_grp = 0;
+    const uint16_t *ph[R], *pl[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      n_grp = imax(n_grp, rows[r0 + r].n_ctx);
+      ph[r] = probs + 2 * (r0 + r) * ld_s;
+      pl[r] = ph[r] + ld_s;
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v][0] = acc[r][v][1] = _mm512_setzero_ps();
+    }
+    for (int64_t b = 0, j = 0; j < n_grp; ++b, j += bs) {
+      if (r0 == 0) prefetch(n_blocks + b + ahead);
+      bd_block_values<NV, R>(ph, pl, V + bd_head_rows(kv, block_table, kv_head, b) * hd, imin(bs, n_grp - j), j, acc);
+    }
+    // Lane 4L + i of acc[.][v][0] holds d = 32 v + 8 L + i, of acc[.][v][1]
+    // d = 32 v + 8 L + 4 + i (vpunpck[lh]wd work within 128-bit lanes).
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      float* out = rows[r0 + r].out;
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) {
+        _mm512_storeu_ps(out + 32 * v, _mm512_permutex2var_ps(acc[r][v][0], lo_idx, acc[r][v][1]));
+        _mm512_storeu_ps(out + 32 * v + 16, _mm512_permutex2var_ps(acc[r][v][0], hi_idx, acc[r][v][1]));
+      }
+    }
+  };
+  int r0 = 0;
+  for (; r0 + RV <= n_rows; r0 += RV) values.template operator()<RV>(r0);
+  for (; r0 < n_rows; ++r0) values.template operator()<1>(r0);
+}
+
+bool attention_rows_bf16dot_any(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_head,
+                                const int32_t* block_table, float scale) {
+  if (!attention_uses_bf16_dot(kv.dtype, kv.head_dim)) return false;
+  switch (kv.head_dim / 32) {
+    case 1: attention_rows_bf16dot<1>(rows, n_rows, kv, kv_head, block_table, scale); return true;
+    case 2: attention_rows_bf16dot<2>(rows, n_rows, kv, kv_head, block_table, scale); return true;
+    case 3: attention_rows_bf16dot<3>(rows, n_rows, kv, kv_head, block_table, scale); return true;
+    case 4: attention_rows_bf16dot<4>(rows, n_rows, kv, kv_head, block_table, scale); return true;
+    case 5: attention_rows_bf16dot<5>(rows, n_rows, kv, kv_head, block_table, scale); return true;
+    case 6: attention_rows_bf16dot<6>(rows, n_rows, kv, kv_head, block_table, scale); return true;
+    case 7: attention_rows_bf16dot<7>(rows, n_rows, kv, kv_head, block_table, scale); return true;
+    default: attention_rows_bf16dot<8>(rows, n_rows, kv, kv_head, block_table, scale); return true;
+  }
+}
+
 // ---------------------------------------------------------------- rows in lanes
 // attention_rows with many rows (a prompt's tokens x a GQA group's heads):
 // tiles of 16 rows, one row per lane of a vector, so that nothing is summed
@@ -2113,6 +2353,7 @@ void attention_rows(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_h
   if (lane_rows == n_rows) return;
   rows += lane_rows;
   n_rows -= lane_rows;
+  if (attention_rows_bf16dot_any(rows, n_rows, kv, kv_head, block_table, scale)) return;
   switch (kv.dtype) {
     case DType::F16: return attention_rows_t<DType::F16>(rows, n_rows, kv, kv_head, block_table, scale);
     case DType::BF16: return attention_rows_t<DType::BF16>(rows, n_rows, kv, kv_head, block_table, scale);

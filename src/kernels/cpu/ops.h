@@ -138,6 +138,25 @@ struct AttnRow {
 void attention_rows(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_head, const int32_t* block_table,
                     float scale);
 
+// Decode attention on a BF16 cache (attention_rows' row path: fewer than 12
+// rows, i.e. one token's GQA group of heads, and attention_head): F32
+// widens the cached K and V to f32 and multiplies with f32 FMAs; Bf16Dot
+// multiplies them as stored with vdpbf16ps (AVX-512 BF16), q and the
+// softmax probabilities each entering as the sum of two BF16 numbers
+// (|x - hi - lo| <= 2^-18 |x|), so the results stay within f32-level
+// bounds of the reference (tests/kernels/test_ops.cpp) and the golden
+// logits do not move. No widening of the cache and fewer loads: bench_kernels
+// attention/cold/bf16 32q4kv_hd64/ctx512/rows 86-95 -> 72-73 us,
+// 16q16kv_hd128 385-442 -> 237-260 us (docs/performance.md). Auto (default)
+// takes Bf16Dot wherever the CPU has AVX-512 BF16; RINFER_BF16_ATTN=dot|f32
+// overrides Auto. Prompts (12 rows or more per K/V head: rows in lanes)
+// keep f32.
+enum class Bf16Attention : uint8_t { Auto, F32, Bf16Dot };
+void set_bf16_attention(Bf16Attention mode);  // process-wide
+// Whether the row path takes BF16 dot products on a cache of this dtype and
+// head_dim now (BF16, head_dim % 32 == 0 and <= 256, AVX-512 BF16 active).
+bool attention_uses_bf16_dot(DType kv_dtype, int head_dim);
+
 // Write one token's K and V (n_kv_heads * head_dim floats each) into slot
 // `slot` (block * block_size + offset) of the cache, converting to its dtype
 // (I8: quantizing each head and writing its scale, see PagedKV).
