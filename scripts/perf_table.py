@@ -3,6 +3,7 @@
 
   scripts/perf_table.py precisions perf_data/DIR/*.json   # the precision table
   scripts/perf_table.py families  perf_data/DIR/*.json    # the per-family decode table
+  scripts/perf_table.py stages    perf_data/DIR/*.json    # decode step by stage (bench --profile)
 """
 import json
 import os
@@ -43,7 +44,38 @@ def families(rows):
             d.get("kv_bytes_per_token", "-"), d["peak_rss_bytes"] / 1e6))
 
 
+STAGES = ["qkv", "attention", "attn-out", "gate-up", "down", "lm-head"]
+
+
+def stages(rows):
+    """Per decode step: ms and share of the step for each stage, and for the
+    weight stages their read rate against the run's probe (bench --profile)."""
+    print("| model | weights | threads | step ms | " + " | ".join(STAGES) + " | other |")
+    print("| --- | --- | --- | --- | " + " | ".join("---" for _ in STAGES) + " | --- |")
+    for name, d in rows:
+        prof = d.get("profile", {}).get("decode")
+        if not prof:
+            continue
+        by = {s["stage"]: s for s in prof["stages"]}
+        cells, listed = [], 0.0
+        for st in STAGES:
+            s = by.get(st)
+            if not s:
+                cells.append("-")
+                continue
+            listed += s["ms"]
+            cell = "%.2f ms (%.0f %%)" % (s["ms"], 100 * s["share"])
+            if st != "attention" and "bandwidth_ratio" in s:
+                cell += " %.2f" % s["bandwidth_ratio"]
+            cells.append(cell)
+        other = prof["forward_ms"] - listed
+        print("| %s | %s | %d | %.2f | %s | %.2f ms |" % (
+            name.rsplit("-", 2)[0], d["dtype"] + (" (lm_head %s)" % d["lm_head"] if d.get("lm_head") in ("int8", "int4") else ""),
+            d["threads"], prof["forward_ms"], " | ".join(cells), other))
+
+
 if __name__ == "__main__":
-    if len(sys.argv) < 3 or sys.argv[1] not in ("precisions", "families"):
+    modes = {"precisions": precisions, "families": families, "stages": stages}
+    if len(sys.argv) < 3 or sys.argv[1] not in modes:
         sys.exit(__doc__)
-    {"precisions": precisions, "families": families}[sys.argv[1]](load(sys.argv[2:]))
+    modes[sys.argv[1]](load(sys.argv[2:]))
