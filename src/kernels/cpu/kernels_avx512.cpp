@@ -860,6 +860,17 @@ void widen_block(const typename Ld<T>::E* src, int64_t token_stride, int hd, int
   }
 }
 
+// The 4 keys tg .. tg + 3 of nt at base (stride hd) as pointers; past the
+// last key they repeat key tg (those lanes are never stored). False when no
+// key is left.
+template <typename E>
+inline bool keys4(const E* base, int64_t tg, int64_t nt, int64_t hd, const E* (&kp)[4]) {
+  const int nk = int(imax(0, imin(4, nt - tg)));
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) kp[i] = base + (tg + (i < nk ? i : 0)) * hd;
+  return nk > 0;
+}
+
 // scores[t] = scale * q . K_t + slope * (j0 + t - (n_ctx - 1)) for t < nt;
 // K_t = kf + t * hd. NV = hd / 16 when hd is a multiple of 16 up to 128 (q
 // then lives in registers), 0 for any other hd (masked tail loads).
@@ -877,15 +888,11 @@ void row_scores(const float* q, const float* kf, int hd, int64_t nt, int64_t j0,
     __m512 r[4];
 #pragma GCC unroll 4
     for (int g = 0; g < 4; ++g) {
-      const int64_t tg = t + 4 * g;
-      const int nk = int(imax(0, imin(4, nt - tg)));
-      if (nk == 0) {
+      const float* kp[4];
+      if (!keys4(kf, t + 4 * g, nt, hd, kp)) {
         r[g] = _mm512_setzero_ps();
         continue;
       }
-      const float* kp[4];  // past the last key: repeat one (its lanes are not stored)
-#pragma GCC unroll 4
-      for (int i = 0; i < 4; ++i) kp[i] = kf + (tg + (i < nk ? i : 0)) * hd;
       if constexpr (NV > 0) {
         __m512 acc[4];
 #pragma GCC unroll 4
@@ -939,15 +946,11 @@ void row_scores2(const float* qa, const float* qb, const float* kf, int64_t nt, 
     __m512 ra[4], rb[4];
 #pragma GCC unroll 4
     for (int g = 0; g < 4; ++g) {
-      const int64_t tg = t + 4 * g;
-      const int nk = int(imax(0, imin(4, nt - tg)));
-      if (nk == 0) {
+      const float* kp[4];
+      if (!keys4(kf, t + 4 * g, nt, hd, kp)) {
         ra[g] = rb[g] = _mm512_setzero_ps();
         continue;
       }
-      const float* kp[4];  // past the last key: repeat one (its lanes are not stored)
-#pragma GCC unroll 4
-      for (int i = 0; i < 4; ++i) kp[i] = kf + (tg + (i < nk ? i : 0)) * hd;
       __m512 aa[4], ab[4];
 #pragma GCC unroll 4
       for (int i = 0; i < 4; ++i) {
@@ -1245,15 +1248,11 @@ inline void bd_block_scores(const __m512bh* qa, const __m512bh* qb, const uint16
     __m512 ra[4], rb[4];
 #pragma GCC unroll 4
     for (int g = 0; g < 4; ++g) {
-      const int64_t tg = t + 4 * g;
-      const int nk = int(imax(0, imin(4, nt - tg)));
-      if (nk == 0) {
+      const uint16_t* kp[4];
+      if (!keys4(kb, t + 4 * g, nt, hd, kp)) {
         ra[g] = rb[g] = _mm512_setzero_ps();
         continue;
       }
-      const uint16_t* kp[4];  // past the last key: repeat one (its lanes are not stored)
-#pragma GCC unroll 4
-      for (int i = 0; i < 4; ++i) kp[i] = kb + (tg + (i < nk ? i : 0)) * hd;
       __m512 aa[4], ab[4];
 #pragma GCC unroll 4
       for (int i = 0; i < 4; ++i) aa[i] = ab[i] = _mm512_setzero_ps();
