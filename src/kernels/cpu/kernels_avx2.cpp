@@ -1277,6 +1277,46 @@ void qgemv_a8_task(void* p, int64_t task, int) {
   }
 }
 
+namespace {
+// One x row quantized per group for the A8 decode GEMV: quantize_row_i8 on
+// each group of gs values (gs a multiple of 8: the same operations, so the
+// same bits), with the group's sum (comp) and, for Q8, |q| (xabs) taken
+// from the registers. Re-reading the bytes one by one after each group cost
+// as much as the quantization (avx512's quantize_groups_a8 says by how much).
+void quantize_groups_a8(const float* x, int64_t G, int64_t gs, bool q4, int8_t* q, int8_t* xabs, float* sx,
+                        int32_t* comp) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+  for (int64_t g = 0; g < G; ++g, x += gs, q += gs, xabs += gs) {
+    __m256 mx = _mm256_setzero_ps();
+    for (int64_t i = 0; i < gs; i += 8) mx = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), abs_mask), mx);
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, mx);
+    float amax = 0.0f;
+    for (float l : lanes) amax = amax < l ? l : amax;
+    const __m256 vinv = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+    __m256i sum = _mm256_setzero_si256();
+    for (int64_t i = 0; i < gs; i += 8) {
+      __m256 t = _mm256_mul_ps(_mm256_loadu_ps(x + i), vinv);
+      t = _mm256_min_ps(_mm256_max_ps(t, lo), hi);  // NaN -> -127
+      const __m256i v = _mm256_cvtps_epi32(t);
+      sum = _mm256_add_epi32(sum, v);
+      __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(q + i), _mm_packs_epi16(p16, p16));
+      if (!q4) {
+        p16 = _mm_abs_epi16(p16);
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(xabs + i), _mm_packs_epi16(p16, p16));
+      }
+    }
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+    s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1));
+    sx[g] = amax / 127.0f;
+    comp[g] = q4 ? -8 * _mm_cvtsi128_si32(s4) : 0;
+  }
+}
+}  // namespace
+
 void matmul_q_gemv_a8(const QMatmulArgs& a, const Runner& runner) {
   const QuantizedWeight& w = *a.w;
   const bool q4 = w.type == QuantType::Q4;
@@ -1288,16 +1328,7 @@ void matmul_q_gemv_a8(const QMatmulArgs& a, const Runner& runner) {
   auto* comp = reinterpret_cast<int32_t*>(buf + 2 * a.M * K4);
   float* sxg = buf + 2 * a.M * K4 + a.M * G;
   for (int64_t m = 0; m < a.M; ++m)
-    for (int64_t g = 0; g < G; ++g) {
-      int8_t* q = xq + m * K + g * gs;
-      quantize_row_i8(a.x + m * a.ldx + g * gs, gs, q, sxg + m * G + g);
-      int32_t sum = 0;
-      for (int64_t k = 0; k < gs; ++k) {
-        sum += q[k];
-        if (!q4) xabs[m * K + g * gs + k] = int8_t(q[k] < 0 ? -q[k] : q[k]);
-      }
-      comp[m * G + g] = q4 ? -8 * sum : 0;
-    }
+    quantize_groups_a8(a.x + m * a.ldx, G, gs, q4, xq + m * K, xabs + m * K, sxg + m * G, comp + m * G);
   QGemvA8Ctx c{&a, reinterpret_cast<const int32_t*>(xq), reinterpret_cast<const int32_t*>(xabs), comp, sxg, 0,
                (w.N + 15) / 16};
   run_block_tasks(c, runner, &qgemv_a8_task);
