@@ -47,6 +47,28 @@ TEST(ServerBatching, ConcurrentGreedyRequestsEqualEachAlone) {
   EXPECT_EQ(s.blocks_used_when_idle(), 0);
 }
 
+TEST(ServerBatching, PromptChunksMixedWithDecodesKeepOutputs) {
+  // A budget of 8 tokens per step splits every prompt into chunks, and steps
+  // mix decode tokens with prompt chunks; only the chunks that reach their
+  // prompt's end get a row of logits (LogitRows::None for the others: no
+  // output-layer work for them). The outputs must not change.
+  const auto ps = prompts(8);
+  std::vector<std::vector<int32_t>> alone;
+  {
+    TestServer s;
+    for (const auto& p : ps) alone.push_back(greedy_ids(s, p + " and then the long day went on", 24));
+  }
+  TestServerOptions o;
+  o.engine.scheduler.max_num_seqs = 4;
+  o.engine.scheduler.max_batch_tokens = 8;
+  TestServer s(o);
+  std::vector<std::string> long_ps;
+  for (const auto& p : ps) long_ps.push_back(p + " and then the long day went on");
+  auto together = concurrent_greedy(s, long_ps, 24);
+  for (size_t i = 0; i < ps.size(); ++i) EXPECT_EQ(together[i], alone[i]) << "prompt " << i << ": " << long_ps[i];
+  EXPECT_EQ(s.blocks_used_when_idle(), 0);
+}
+
 TEST(ServerBatching, PreemptionWithATinyPoolKeepsOutputs) {
   const auto ps = prompts(16);
   std::vector<std::vector<int32_t>> alone;
