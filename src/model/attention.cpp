@@ -42,7 +42,7 @@ void GqaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
   float* v = ws.get(Workspace::kV, size_t(T * NKV * D));
   float* attn = ws.get(Workspace::kAttn, size_t(T * NH * D));
   {
-    profile::Scope s(profile::Stage::Qkv, q_.bytes() + k_.bytes() + v_.bytes());
+    profile::Scope s(profile::Stage::Qkv, [&] { return q_.bytes() + k_.bytes() + v_.bytes(); });
     forward_linears(h, T, {{&q_, q}, {&k_, k}, {&v_, v}}, pool);
   }
   kc::PagedKV cache = kv.layer(layer);
@@ -90,12 +90,12 @@ void GqaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
   const int64_t n_tasks = int64_t(runs_.size()) * NKV * head_chunks;
   // What the tasks read from the cache: each sequence's context once (the
   // tasks of one K/V head share it), all K/V heads, K and V.
-  uint64_t kv_bytes = 0;
-  if (profile::enabled()) {
+  auto kv_bytes = [&] {
     const uint64_t row = uint64_t(cache.head_dim) * dtype_size(cache.dtype) + (cache.dtype == DType::I8 ? 4 : 0);
-    for (const auto& item : ctx.batch)
-      kv_bytes += uint64_t(item.start_pos + int64_t(item.tokens.size())) * 2 * row * uint64_t(NKV);
-  }
+    uint64_t n = 0;
+    for (const auto& item : ctx.batch) n += uint64_t(item.start_pos + int64_t(item.tokens.size())) * 2 * row * uint64_t(NKV);
+    return n;
+  };
   {
     profile::Scope s(profile::Stage::Attention, kv_bytes);
     pool.run(n_tasks, [&](int64_t task, int) {
@@ -112,7 +112,7 @@ void GqaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
       kc::attention_rows(rows, n, cache, int(kvh), item.block_table.data(), scale_);
     });
   }
-  profile::Scope s(profile::Stage::AttnOut, o_.bytes());
+  profile::Scope s(profile::Stage::AttnOut, [&] { return o_.bytes(); });
   o_.forward(attn, T, out, pool);
 }
 

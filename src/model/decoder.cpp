@@ -103,7 +103,7 @@ void Decoder::forward(std::span<const BatchItem> batch, KVCache& kv, float* logi
   // Only the rows that want logits go through the final norm and the head.
   const int64_t rows = logit_rows(batch);
   if (rows == 0) return;
-  profile::Scope head_scope(profile::Stage::LmHead, lm_head_.bytes());
+  profile::Scope head_scope(profile::Stage::LmHead, [&] { return lm_head_.bytes(); });
   float* sel = ws_.get(Workspace::kSel, size_t(rows * H));
   int64_t r = 0;
   t = 0;

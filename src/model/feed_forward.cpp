@@ -15,7 +15,7 @@ void GatedMLP::forward(const float* h, int64_t T, float* out, Workspace& ws, Thr
   float* g = ws.get(Workspace::kGate, size_t(T * I));
   float* u = ws.get(Workspace::kUp, size_t(T * I));
   {
-    profile::Scope s(profile::Stage::GateUp, gate_.bytes() + up_.bytes());
+    profile::Scope s(profile::Stage::GateUp, [&] { return gate_.bytes() + up_.bytes(); });
     forward_linears(h, T, {{&gate_, g}, {&up_, u}}, pool);
   }
   {
@@ -23,7 +23,7 @@ void GatedMLP::forward(const float* h, int64_t T, float* out, Workspace& ws, Thr
     for_rows(pool, T,
              [&](int64_t r0, int64_t r1) { kernels::cpu::silu_mul(g + r0 * I, u + r0 * I, g + r0 * I, (r1 - r0) * I); });
   }
-  profile::Scope s(profile::Stage::Down, down_.bytes());
+  profile::Scope s(profile::Stage::Down, [&] { return down_.bytes(); });
   down_.forward(g, T, out, pool);
 }
 

@@ -65,7 +65,7 @@ void MlaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
   // The absorbed q reads W_uk (NH x L x N), the expansion W_uv (NH x V x L).
   const uint64_t uk_bytes = uint64_t(NH * L * N) * esz, uv_bytes = uint64_t(NH * V * L) * esz;
   std::optional<profile::Scope> scope(std::in_place, profile::Stage::Qkv,
-                                      q_a_.bytes() + q_b_.bytes() + q_proj_.bytes() + kv_a_.bytes());
+                                      [&] { return q_a_.bytes() + q_b_.bytes() + q_proj_.bytes() + kv_a_.bytes(); });
   if (s_.q_lora_rank > 0) {
     float* qa = ws.get(Workspace::kMla0, size_t(T * s_.q_lora_rank));
     q_a_.forward(h, T, qa, pool);
@@ -100,10 +100,12 @@ void MlaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
   for (int64_t hd = 0; hd < NH; ++hd)
     kc::matmul(q + hd * QK, T, N, NH * QK, w_uk_t_.as<uint8_t>() + size_t(hd * L * N) * esz, kv_b_.weight.dtype, L,
                nullptr, qlat + hd * ROW, NH * ROW, pool);
-  uint64_t kv_bytes = 0;
-  for (const auto& item : ctx.batch)
-    kv_bytes += uint64_t(item.start_pos + int64_t(item.tokens.size())) * uint64_t(ROW) * dtype_size(pkv.dtype);
-  scope.emplace(profile::Stage::Attention, kv_bytes);
+  scope.emplace(profile::Stage::Attention, [&] {
+    uint64_t n = 0;
+    for (const auto& item : ctx.batch)
+      n += uint64_t(item.start_pos + int64_t(item.tokens.size())) * uint64_t(ROW) * dtype_size(pkv.dtype);
+    return n;
+  });
   pool.run(T * NH, [&](int64_t task, int thread) {
     const int64_t tok = task / NH;
     const BatchItem& item = ctx.batch[size_t(ctx.tok_item[tok])];
@@ -111,7 +113,7 @@ void MlaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
                               olat + task * L, scores + int64_t(thread) * ctx.max_ctx);
   });
   // Expand: v[t, h] = W_uv[h] o_lat[t, h], W_uv[h] being rows of kv_b.
-  scope.emplace(profile::Stage::AttnOut, uv_bytes + o_.bytes());
+  scope.emplace(profile::Stage::AttnOut, [&] { return uv_bytes + o_.bytes(); });
   for (int64_t hd = 0; hd < NH; ++hd)
     kc::matmul(olat + hd * L, T, L, NH * L, kv_b_.weight.as<uint8_t>() + size_t((hd * (N + V) + N) * L) * esz,
                kv_b_.weight.dtype, V, nullptr, attn + hd * V, NH * V, pool);

@@ -92,7 +92,7 @@ void MoeFeedForward::forward(const float* h, int64_t T, float* out, Workspace& w
   float* logits = ws.get(Workspace::kRouter, size_t(T * E + 2 * E));
   float* scratch = logits + T * E;
   {
-    profile::Scope s(profile::Stage::Router, router_.bytes());
+    profile::Scope s(profile::Stage::Router, [&] { return router_.bytes(); });
     router_.forward(h, T, logits, pool);
     sel_.resize(size_t(T * K));
     sel_w_.resize(size_t(T * K));
@@ -129,7 +129,7 @@ void MoeFeedForward::forward(const float* h, int64_t T, float* out, Workspace& w
   if (shared_) {
     float* s = ws.get(Workspace::kShared, size_t(T * H));
     shared_->forward(h, T, s, ws, pool);
-    profile::Scope combine_scope(profile::Stage::MoeCombine, shared_gate_.bytes());
+    profile::Scope combine_scope(profile::Stage::MoeCombine, [&] { return shared_gate_.bytes(); });
     if (shared_gate_.weight.data) {
       float* g = ws.get(Workspace::kMla0, size_t(T));
       shared_gate_.forward(h, T, g, pool);

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <type_traits>
 
 namespace rinfer::profile {
 
@@ -70,11 +71,21 @@ inline uint64_t now_ns() {
                       .count());
 }
 
-// Times its lifetime as stage s (which read `bytes`), when profiling is on.
+// Times its lifetime as stage s, when profiling is on. `bytes`, what the
+// stage reads, is a number or a callable returning it; a callable is only
+// called when profiling is on, so the per-token path does not compute it.
 class Scope {
  public:
-  explicit Scope(Stage s, uint64_t bytes = 0) : s_(s), bytes_(bytes) {
-    if (enabled()) macs0_ = macs_now(), t0_ = now_ns();
+  explicit Scope(Stage s) : Scope(s, uint64_t(0)) {}
+  template <typename Bytes>
+  Scope(Stage s, Bytes&& bytes) : s_(s) {
+    if (!enabled()) return;
+    if constexpr (std::is_invocable_v<Bytes>)
+      bytes_ = uint64_t(bytes());
+    else
+      bytes_ = uint64_t(bytes);
+    macs0_ = macs_now();
+    t0_ = now_ns();
   }
   ~Scope() {
     if (t0_) add(s_, now_ns() - t0_, bytes_, macs_now() - macs0_);
@@ -84,8 +95,7 @@ class Scope {
 
  private:
   Stage s_;
-  uint64_t bytes_;
-  uint64_t macs0_ = 0, t0_ = 0;
+  uint64_t bytes_ = 0, macs0_ = 0, t0_ = 0;
 };
 
 // Times a whole forward call (the denominator of the stage shares).

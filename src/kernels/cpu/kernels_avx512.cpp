@@ -800,25 +800,6 @@ void gemm(const MatmulArgs& a, const Runner& runner, bool dot) {
 }
 
 // ================================================================= attention
-template <DType T>
-inline __m512 dot_rows4(const float* q, const typename Ld<T>::E* const* k, int hd) {
-  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-  int d = 0;
-  for (; d + 16 <= hd; d += 16) {
-    __m512 qv = _mm512_loadu_ps(q + d);
-#pragma GCC unroll 4
-    for (int t = 0; t < 4; ++t)
-      acc[t] = _mm512_fmadd_ps(qv, Ld<T>::load(k[t] + d), acc[t]);
-  }
-  if (d < hd) {
-    const __mmask16 m = tail_mask(hd - d);
-    __m512 qv = _mm512_maskz_loadu_ps(m, q + d);
-#pragma GCC unroll 4
-    for (int t = 0; t < 4; ++t)
-      acc[t] = _mm512_fmadd_ps(qv, Ld<T>::load(k[t] + d, m), acc[t]);
-  }
-  return hsum4(acc[0], acc[1], acc[2], acc[3]);  // lane L: partial sums of the 4 dots
-}
 
 // ---------------------------------------------------------------- rows sharing one K/V head
 // attention_rows (ops.h): the query rows of a GQA group (and the tokens of a
@@ -871,9 +852,45 @@ inline bool keys4(const E* base, int64_t tg, int64_t nt, int64_t hd, const E* (&
   return nk > 0;
 }
 
-// scores[t] = scale * q . K_t + slope * (j0 + t - (n_ctx - 1)) for t < nt;
-// K_t = kf + t * hd. NV = hd / 16 when hd is a multiple of 16 up to 128 (q
-// then lives in registers), 0 for any other hd (masked tail loads).
+// The score loop of the row kernels, for R rows of one context length:
+// out_r[t] = scale * q_r . K_t + slope_r * (j0 + t - (n_ctx - 1)), t < nt,
+// K_t = kb + t * hd. Keys go 16 at a time, in 4 groups of 4: dot4(kp, acc)
+// leaves in acc[r][i] row r's 16 lanes of partial products with key kp[i],
+// which hsum4 and sum_lanes4 fold into the 16 totals (no per-key
+// horizontal sum).
+template <int R, typename E, typename Dot4>
+inline void row_scores_by16(const E* kb, int64_t hd, int64_t nt, int64_t j0, int64_t n_ctx, float scale,
+                            const float* slope, float* const* out, Dot4&& dot4) {
+  const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512 vscale = _mm512_set1_ps(scale);
+  for (int64_t t = 0; t < nt; t += 16) {
+    __m512 r[R][4];
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+      const E* kp[4];
+      if (!keys4(kb, t + 4 * g, nt, hd, kp)) {
+#pragma GCC unroll 2
+        for (int i = 0; i < R; ++i) r[i][g] = _mm512_setzero_ps();
+        continue;
+      }
+      __m512 acc[R][4];
+      dot4(kp, acc);
+#pragma GCC unroll 2
+      for (int i = 0; i < R; ++i) r[i][g] = hsum4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+    }
+    const __mmask16 m = tail_mask(nt - t);
+    const __m512 idx = _mm512_add_ps(_mm512_set1_ps(float(j0 + t - (n_ctx - 1))), iota);
+#pragma GCC unroll 2
+    for (int i = 0; i < R; ++i)
+      _mm512_mask_storeu_ps(out[i] + t, m,
+                            _mm512_fmadd_ps(sum_lanes4(r[i][0], r[i][1], r[i][2], r[i][3]), vscale,
+                                            _mm512_mul_ps(_mm512_set1_ps(slope[i]), idx)));
+  }
+}
+
+// One row's scores over widened f32 keys (row_scores_by16). NV = hd / 16
+// when hd is a multiple of 16 up to 128 (q then lives in registers), 0 for
+// any other hd (masked tail loads).
 template <int NV>
 void row_scores(const float* q, const float* kf, int hd, int64_t nt, int64_t j0, int64_t n_ctx, float scale,
                 float slope, float* scores) {
@@ -882,34 +899,34 @@ void row_scores(const float* q, const float* kf, int hd, int64_t nt, int64_t j0,
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) qv[v] = _mm512_loadu_ps(q + 16 * v);
   }
-  const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512 vscale = _mm512_set1_ps(scale), vslope = _mm512_set1_ps(slope);
-  for (int64_t t = 0; t < nt; t += 16) {
-    __m512 r[4];
+  const float slopes[1] = {slope};
+  float* const outs[1] = {scores};
+  row_scores_by16<1>(kf, hd, nt, j0, n_ctx, scale, slopes, outs, [&](const float* const* kp, __m512(&acc)[1][4]) {
+    if constexpr (NV > 0) {
 #pragma GCC unroll 4
-    for (int g = 0; g < 4; ++g) {
-      const float* kp[4];
-      if (!keys4(kf, t + 4 * g, nt, hd, kp)) {
-        r[g] = _mm512_setzero_ps();
-        continue;
-      }
-      if constexpr (NV > 0) {
-        __m512 acc[4];
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; ++i) acc[i] = _mm512_mul_ps(qv[0], _mm512_loadu_ps(kp[i]));
+      for (int i = 0; i < 4; ++i) acc[0][i] = _mm512_mul_ps(qv[0], _mm512_loadu_ps(kp[i]));
 #pragma GCC unroll 8
-        for (int v = 1; v < NV; ++v)
+      for (int v = 1; v < NV; ++v)
 #pragma GCC unroll 4
-          for (int i = 0; i < 4; ++i) acc[i] = _mm512_fmadd_ps(qv[v], _mm512_loadu_ps(kp[i] + 16 * v), acc[i]);
-        r[g] = hsum4(acc[0], acc[1], acc[2], acc[3]);
-      } else {
-        r[g] = dot_rows4<DType::F32>(q, kp, hd);
+        for (int i = 0; i < 4; ++i) acc[0][i] = _mm512_fmadd_ps(qv[v], _mm512_loadu_ps(kp[i] + 16 * v), acc[0][i]);
+    } else {
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) acc[0][i] = _mm512_setzero_ps();
+      int d = 0;
+      for (; d + 16 <= hd; d += 16) {
+        const __m512 qd = _mm512_loadu_ps(q + d);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) acc[0][i] = _mm512_fmadd_ps(qd, _mm512_loadu_ps(kp[i] + d), acc[0][i]);
+      }
+      if (d < hd) {
+        const __mmask16 m = tail_mask(hd - d);
+        const __m512 qd = _mm512_maskz_loadu_ps(m, q + d);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i)
+          acc[0][i] = _mm512_fmadd_ps(qd, _mm512_maskz_loadu_ps(m, kp[i] + d), acc[0][i]);
       }
     }
-    const __m512 dots = sum_lanes4(r[0], r[1], r[2], r[3]);
-    const __m512 idx = _mm512_add_ps(_mm512_set1_ps(float(j0 + t - (n_ctx - 1))), iota);
-    _mm512_mask_storeu_ps(scores + t, tail_mask(nt - t), _mm512_fmadd_ps(dots, vscale, _mm512_mul_ps(vslope, idx)));
-  }
+  });
 }
 
 void row_scores_any(const float* q, const float* kf, int hd, int64_t nt, int64_t j0, int64_t n_ctx, float scale,
@@ -933,49 +950,30 @@ void row_scores_any(const float* q, const float* kf, int hd, int64_t nt, int64_t
 template <int NV>
 void row_scores2(const float* qa, const float* qb, const float* kf, int64_t nt, int64_t j0, int64_t n_ctx,
                  float scale, float slope_a, float slope_b, float* sa, float* sb) {
-  constexpr int hd = 16 * NV;
   __m512 qva[NV], qvb[NV];
 #pragma GCC unroll 8
   for (int v = 0; v < NV; ++v) {
     qva[v] = _mm512_loadu_ps(qa + 16 * v);
     qvb[v] = _mm512_loadu_ps(qb + 16 * v);
   }
-  const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512 vscale = _mm512_set1_ps(scale), vslope_a = _mm512_set1_ps(slope_a), vslope_b = _mm512_set1_ps(slope_b);
-  for (int64_t t = 0; t < nt; t += 16) {
-    __m512 ra[4], rb[4];
+  const float slopes[2] = {slope_a, slope_b};
+  float* const outs[2] = {sa, sb};
+  row_scores_by16<2>(kf, 16 * NV, nt, j0, n_ctx, scale, slopes, outs, [&](const float* const* kp, __m512(&acc)[2][4]) {
 #pragma GCC unroll 4
-    for (int g = 0; g < 4; ++g) {
-      const float* kp[4];
-      if (!keys4(kf, t + 4 * g, nt, hd, kp)) {
-        ra[g] = rb[g] = _mm512_setzero_ps();
-        continue;
-      }
-      __m512 aa[4], ab[4];
+    for (int i = 0; i < 4; ++i) {
+      const __m512 k = _mm512_loadu_ps(kp[i]);
+      acc[0][i] = _mm512_mul_ps(qva[0], k);
+      acc[1][i] = _mm512_mul_ps(qvb[0], k);
+    }
+#pragma GCC unroll 8
+    for (int v = 1; v < NV; ++v)
 #pragma GCC unroll 4
       for (int i = 0; i < 4; ++i) {
-        const __m512 k = _mm512_loadu_ps(kp[i]);
-        aa[i] = _mm512_mul_ps(qva[0], k);
-        ab[i] = _mm512_mul_ps(qvb[0], k);
+        const __m512 k = _mm512_loadu_ps(kp[i] + 16 * v);
+        acc[0][i] = _mm512_fmadd_ps(qva[v], k, acc[0][i]);
+        acc[1][i] = _mm512_fmadd_ps(qvb[v], k, acc[1][i]);
       }
-#pragma GCC unroll 8
-      for (int v = 1; v < NV; ++v)
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; ++i) {
-          const __m512 k = _mm512_loadu_ps(kp[i] + 16 * v);
-          aa[i] = _mm512_fmadd_ps(qva[v], k, aa[i]);
-          ab[i] = _mm512_fmadd_ps(qvb[v], k, ab[i]);
-        }
-      ra[g] = hsum4(aa[0], aa[1], aa[2], aa[3]);
-      rb[g] = hsum4(ab[0], ab[1], ab[2], ab[3]);
-    }
-    const __mmask16 m = tail_mask(nt - t);
-    const __m512 idx = _mm512_add_ps(_mm512_set1_ps(float(j0 + t - (n_ctx - 1))), iota);
-    _mm512_mask_storeu_ps(sa + t, m,
-                          _mm512_fmadd_ps(sum_lanes4(ra[0], ra[1], ra[2], ra[3]), vscale, _mm512_mul_ps(vslope_a, idx)));
-    _mm512_mask_storeu_ps(sb + t, m,
-                          _mm512_fmadd_ps(sum_lanes4(rb[0], rb[1], rb[2], rb[3]), vscale, _mm512_mul_ps(vslope_b, idx)));
-  }
+  });
 }
 
 // Both rows' scores; false when hd has no register-resident variant.
@@ -1070,6 +1068,13 @@ constexpr int64_t kAttnChunkFloats = 4096;
 // prefetched lines evict each other); 8, 32 and 64 KB ahead measured alike.
 constexpr int64_t kAttnPrefetchBytes = 16384;
 
+// First cache row of kv_head in block b of a sequence (head-major blocks:
+// the head's block_size rows of head_dim values are contiguous, its scales
+// too).
+inline int64_t head_first_row(const PagedKV& kv, const int32_t* table, int kv_head, int64_t b) {
+  return (int64_t(table[b]) * kv.n_kv_heads + kv_head) * kv.block_size;
+}
+
 // One K/V head of one sequence, walked in chunks for attention_rows: each
 // chunk is whole cache blocks widened to f32 ([t][hd], about
 // kAttnChunkFloats, L1-sized) in the calling thread's scratch. The blocks
@@ -1099,9 +1104,7 @@ struct KvChunks {
     ahead = imax(1, kAttnPrefetchBytes / (chunk / bs * block_bytes));
     wide = detail::scratch(detail::kScratchAttnBlock, imin(chunk, n_max) * hd);
   }
-  // First row of kv_head in block b of the sequence (head-major blocks: the
-  // head's bs rows of hd values are contiguous, its scales too).
-  int64_t head_rows(int64_t b) const { return (int64_t(block_table[b]) * kv.n_kv_heads + kv_head) * bs; }
+  int64_t head_rows(int64_t b) const { return head_first_row(kv, block_table, kv_head, b); }
   // Prefetch part `part` of `parts` of the blocks of chunk s of the K-then-V
   // sequence. (prefetch_l2, not _mm_prefetch: an _mm_prefetch loop was
   // compiled to nothing.)
@@ -1220,10 +1223,6 @@ void attention_rows_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv
 // groups of RV for the values; the head's blocks are walked in order, K then
 // V, and the first row pair / group prefetches kAttnPrefetchBytes ahead into
 // L2 (the other rows find the blocks there).
-inline int64_t bd_head_rows(const PagedKV& kv, const int32_t* table, int kv_head, int64_t b) {
-  return (int64_t(table[b]) * kv.n_kv_heads + kv_head) * kv.block_size;
-}
-
 inline __m512 bf16_to_f32(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
 
 // 32 floats x[0 .. 32) as hi + lo, each 32 BF16 in order.
@@ -1235,47 +1234,26 @@ inline void split_bf16x32(const float* x, __m512bh* hi, __m512bh* lo) {
   *lo = _mm512_cvtne2ps_pbh(_mm512_sub_ps(b, bh), _mm512_sub_ps(a, ah));
 }
 
-// Scores of rows a and b (TWO; else a only) for the nt keys of one block at K
-// rows kb (stride 32 NV), the first key at position j. q: [2 NV] per row (hi
-// parts, then lo parts). bias = {slope, slope * (n_ctx - 1)}: ALiBi.
-template <int NV, bool TWO>
-inline void bd_block_scores(const __m512bh* qa, const __m512bh* qb, const uint16_t* kb, int64_t nt, int64_t j,
-                            const float* bias_a, const float* bias_b, float scale, float* sa, float* sb) {
-  constexpr int hd = 32 * NV;
-  const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512 vscale = _mm512_set1_ps(scale);
-  for (int64_t t = 0; t < nt; t += 16) {
-    __m512 ra[4], rb[4];
+// Scores of R (1 or 2) rows for the nt keys of one block at K rows kb
+// (stride 32 NV), the first key at position j (row_scores_by16). q: [2 NV]
+// per row (hi parts, then lo parts).
+template <int NV, int R>
+inline void bd_block_scores(const __m512bh (*q)[2 * NV], const uint16_t* kb, int64_t nt, int64_t j, int64_t n_ctx,
+                            float scale, const float* slope, float* const* out) {
+  row_scores_by16<R>(kb, 32 * NV, nt, j, n_ctx, scale, slope, out, [&](const uint16_t* const* kp, __m512(&acc)[R][4]) {
 #pragma GCC unroll 4
-    for (int g = 0; g < 4; ++g) {
-      const uint16_t* kp[4];
-      if (!keys4(kb, t + 4 * g, nt, hd, kp)) {
-        ra[g] = rb[g] = _mm512_setzero_ps();
-        continue;
-      }
-      __m512 aa[4], ab[4];
-#pragma GCC unroll 4
-      for (int i = 0; i < 4; ++i) aa[i] = ab[i] = _mm512_setzero_ps();
+    for (int i = 0; i < 4; ++i)
+#pragma GCC unroll 2
+      for (int r = 0; r < R; ++r) acc[r][i] = _mm512_setzero_ps();
 #pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v)
+    for (int v = 0; v < NV; ++v)
 #pragma GCC unroll 4
-        for (int i = 0; i < 4; ++i) {
-          const __m512bh k = (__m512bh)_mm512_loadu_si512(kp[i] + 32 * v);
-          aa[i] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(aa[i], qa[v], k), qa[NV + v], k);
-          if constexpr (TWO) ab[i] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(ab[i], qb[v], k), qb[NV + v], k);
-        }
-      ra[g] = hsum4(aa[0], aa[1], aa[2], aa[3]);
-      if constexpr (TWO) rb[g] = hsum4(ab[0], ab[1], ab[2], ab[3]);
-    }
-    const __mmask16 m = tail_mask(nt - t);
-    const __m512 pos = _mm512_add_ps(_mm512_set1_ps(float(j + t)), iota);
-    auto finish = [&](const __m512* r, const float* bias, float* out) {
-      const __m512 alibi = _mm512_fmsub_ps(_mm512_set1_ps(bias[0]), pos, _mm512_set1_ps(bias[1]));
-      _mm512_mask_storeu_ps(out + t, m, _mm512_fmadd_ps(sum_lanes4(r[0], r[1], r[2], r[3]), vscale, alibi));
-    };
-    finish(ra, bias_a, sa);
-    if constexpr (TWO) finish(rb, bias_b, sb);
-  }
+      for (int i = 0; i < 4; ++i) {
+        const __m512bh k = (__m512bh)_mm512_loadu_si512(kp[i] + 32 * v);
+#pragma GCC unroll 2
+        for (int r = 0; r < R; ++r) acc[r][i] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[r][i], q[r][v], k), q[r][NV + v], k);
+      }
+  });
 }
 
 // acc_r += sum over the nt keys of one block (V rows at vb, stride 32 NV, the
@@ -1341,7 +1319,7 @@ void attention_rows_bf16dot(const AttnRow* rows, int n_rows, const PagedKV& kv, 
     if (s >= 2 * n_blocks) return;
     const bool v = s >= n_blocks;
     const char* p = reinterpret_cast<const char*>((v ? V : K) +
-                                                  bd_head_rows(kv, block_table, kv_head, v ? s - n_blocks : s) * hd);
+                                                  head_first_row(kv, block_table, kv_head, v ? s - n_blocks : s) * hd);
     for (int64_t o = 0; o < block_bytes; o += 64) prefetch_l2(p + o);
   };
   for (int64_t s = 0; s < ahead; ++s) prefetch(s);
@@ -1351,24 +1329,22 @@ void attention_rows_bf16dot(const AttnRow* rows, int n_rows, const PagedKV& kv, 
     const AttnRow& ra = rows[r];
     const bool two = r + 1 < n_rows && rows[r + 1].n_ctx == ra.n_ctx;
     const AttnRow& rb = two ? rows[r + 1] : ra;
-    __m512bh qa[2 * NV], qb[2 * NV];
+    __m512bh q[2][2 * NV];
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) {
-      split_bf16x32(ra.q + 32 * v, &qa[v], &qa[NV + v]);
-      split_bf16x32(rb.q + 32 * v, &qb[v], &qb[NV + v]);
+      split_bf16x32(ra.q + 32 * v, &q[0][v], &q[0][NV + v]);
+      split_bf16x32(rb.q + 32 * v, &q[1][v], &q[1][NV + v]);
     }
-    const float bias_a[2] = {ra.alibi_slope, ra.alibi_slope * float(ra.n_ctx - 1)};
-    const float bias_b[2] = {rb.alibi_slope, rb.alibi_slope * float(rb.n_ctx - 1)};
-    float* sa = scores + r * ld_s;
-    float* sb = scores + (r + (two ? 1 : 0)) * ld_s;
+    const float slopes[2] = {ra.alibi_slope, rb.alibi_slope};
     for (int64_t b = 0, j = 0; j < ra.n_ctx; ++b, j += bs) {
       if (r == 0) prefetch(b + ahead);
-      const uint16_t* kb = K + bd_head_rows(kv, block_table, kv_head, b) * hd;
+      const uint16_t* kb = K + head_first_row(kv, block_table, kv_head, b) * hd;
       const int64_t nt = imin(bs, ra.n_ctx - j);
+      float* const outs[2] = {scores + r * ld_s + j, two ? scores + (r + 1) * ld_s + j : nullptr};
       if (two)
-        bd_block_scores<NV, true>(qa, qb, kb, nt, j, bias_a, bias_b, scale, sa + j, sb + j);
+        bd_block_scores<NV, 2>(q, kb, nt, j, ra.n_ctx, scale, slopes, outs);
       else
-        bd_block_scores<NV, false>(qa, qa, kb, nt, j, bias_a, bias_a, scale, sa + j, sa + j);
+        bd_block_scores<NV, 1>(q, kb, nt, j, ra.n_ctx, scale, slopes, outs);
     }
     r += two ? 2 : 1;
   }
@@ -1402,7 +1378,7 @@ void attention_rows_bf16dot(const AttnRow* rows, int n_rows, const PagedKV& kv, 
     }
     for (int64_t b = 0, j = 0; j < n_grp; ++b, j += bs) {
       if (r0 == 0) prefetch(n_blocks + b + ahead);
-      bd_block_values<NV, R>(ph, pl, V + bd_head_rows(kv, block_table, kv_head, b) * hd, imin(bs, n_grp - j), j, acc);
+      bd_block_values<NV, R>(ph, pl, V + head_first_row(kv, block_table, kv_head, b) * hd, imin(bs, n_grp - j), j, acc);
     }
     // Lane 4L + i of acc[.][v][0] holds d = 32 v + 8 L + i, of acc[.][v][1]
     // d = 32 v + 8 L + 4 + i (vpunpck[lh]wd work within 128-bit lanes).
