@@ -4,6 +4,7 @@
   scripts/perf_table.py precisions perf_data/DIR/*.json   # the precision table
   scripts/perf_table.py families  perf_data/DIR/*.json    # the per-family decode table
   scripts/perf_table.py stages    perf_data/DIR/*.json    # decode step by stage (bench --profile)
+  scripts/perf_table.py llamacpp  perf_data/DIR/*.json    # rinfer next to llama.cpp (scripts/bench_llamacpp.sh)
 """
 import json
 import os
@@ -74,8 +75,23 @@ def stages(rows):
             d["threads"], prof["forward_ms"], " | ".join(cells), other))
 
 
+def llamacpp(rows):
+    print("| model | rinfer / llama.cpp weights | threads | decode tok/s rinfer | llama.cpp | x | of bandwidth rinfer "
+          "| llama.cpp | prefill tok/s rinfer | llama.cpp | x | probe GB/s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name, d in rows:
+        l = d["llama_cpp"]
+        ours = d["dtype"] + (" (lm_head %s)" % d["lm_head"] if d.get("lm_head") in ("int8", "int4") else "")
+        theirs = l["gguf_type"] + ("" if l["output_type"] == l["gguf_type"] else " (output %s)" % l["output_type"])
+        print("| %s | %s / %s | %d | %.1f | %.1f | %.2f | %.2f | %.2f | %.0f | %.0f | %.2f | %.1f |" % (
+            name.rsplit("-", 2)[0], ours, theirs, d["threads"], d["decode_tokens_per_s"], l["decode_tokens_per_s"],
+            d["decode_tokens_per_s"] / l["decode_tokens_per_s"], d["decode_bandwidth_ratio"],
+            l["decode_bandwidth_ratio"], d["prefill_tokens_per_s"], l["prefill_tokens_per_s"],
+            d["prefill_tokens_per_s"] / l["prefill_tokens_per_s"], d["mem_bw_gb_s"]))
+
+
 if __name__ == "__main__":
-    modes = {"precisions": precisions, "families": families, "stages": stages}
+    modes = {"precisions": precisions, "families": families, "stages": stages, "llamacpp": llamacpp}
     if len(sys.argv) < 3 or sys.argv[1] not in modes:
         sys.exit(__doc__)
     modes[sys.argv[1]](load(sys.argv[2:]))

@@ -12,6 +12,7 @@ using Runner = std::function<int()>;
 Runner add_run(CLI::App& app);
 Runner add_convert(CLI::App& app);
 Runner add_synth(CLI::App& app);
+Runner add_export_gguf(CLI::App& app);
 Runner add_validate(CLI::App& app);
 Runner add_bench(CLI::App& app);
 Runner add_tokenize(CLI::App& app);

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   add(rinfer::cli::add_run);
   add(rinfer::cli::add_convert);
   add(rinfer::cli::add_synth);
+  add(rinfer::cli::add_export_gguf);
   add(rinfer::cli::add_validate);
   add(rinfer::cli::add_bench);
   add(rinfer::cli::add_tokenize);

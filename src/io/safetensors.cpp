@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_file.h"
 
@@ -393,62 +394,6 @@ uint64_t SafetensorsWriter::data_bytes() const {
   return n;
 }
 
-namespace {
-
-// The temporary file of one write(): removed on every path but a successful rename.
-class TempFile {
- public:
-  explicit TempFile(const std::string& final_path) : final_(final_path) {
-    static std::atomic<uint64_t> counter{0};
-    tmp_ = str(final_path, ".tmp-", ::getpid(), "-", counter.fetch_add(1));
-    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) fail("cannot write ", final_, ": cannot create ", tmp_, ": ", std::strerror(errno));
-  }
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(tmp_.c_str());
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-
-  void write(const void* data, size_t n) {
-    auto* p = static_cast<const uint8_t*>(data);
-    while (n > 0) {
-      // Linux writes at most ~2 GiB per call; loop on short writes and EINTR.
-      ssize_t w = ::write(fd_, p, std::min<size_t>(n, size_t(1) << 30));
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        fail("cannot write ", final_, ": ", std::strerror(errno));
-      }
-      p += w;
-      n -= size_t(w);
-    }
-  }
-
-  void commit() {
-    if (::fsync(fd_) != 0) fail("cannot write ", final_, ": fsync: ", std::strerror(errno));
-    int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) fail("cannot write ", final_, ": close: ", std::strerror(errno));
-    if (::rename(tmp_.c_str(), final_.c_str()) != 0)
-      fail("cannot write ", final_, ": rename from ", tmp_, ": ", std::strerror(errno));
-    committed_ = true;
-    // Make the rename itself durable; failing here loses nothing already written.
-    fs::path parent = fs::path(final_).parent_path();
-    int dfd = ::open(parent.empty() ? "." : parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-      ::fsync(dfd);
-      ::close(dfd);
-    }
-  }
-
- private:
-  std::string final_, tmp_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
-
-}  // namespace
 
 void SafetensorsWriter::write(const std::string& path) const {
   // ordered_json keeps insertion order, so the header reads like the file.
@@ -473,7 +418,7 @@ void SafetensorsWriter::write(const std::string& path) const {
   uint8_t len[8];
   for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
 
-  TempFile out(path);
+  AtomicFileWriter out(path);
   out.write(len, 8);
   out.write(text.data(), text.size());
   for (const auto& it : items_) {

@@ -474,4 +474,26 @@ std::unique_ptr<Tokenizer> load_sentencepiece_tokenizer(const fs::path& model_fi
   return std::make_unique<SentencePieceTokenizer>(model_file, cfg);
 }
 
+SentencePieceVocab read_sentencepiece_vocab(const fs::path& model_file) {
+  const std::string model = read_file(model_file);
+  sentencepiece::SentencePieceProcessor sp;
+  const auto st = model.empty() ? sentencepiece::util::Status(sentencepiece::util::StatusCode::kInternal, "empty")
+                                : sp.LoadFromSerializedProto(model);
+  RINFER_CHECK(st.ok(), "tokenizer: cannot load ", model_file.string(), ": not a valid SentencePiece model");
+  SentencePieceVocab v;
+  const int n = sp.GetPieceSize();
+  RINFER_CHECK(n > 0, "tokenizer: ", model_file.string(), " has no pieces");
+  for (int id = 0; id < n; ++id) {
+    v.pieces.push_back(sp.IdToPiece(id));
+    v.scores.push_back(sp.GetScore(id));
+    const int32_t type = sp.IsUnknown(id) ? 2 : sp.IsControl(id) ? 3 : sp.IsUnused(id) ? 5 : sp.IsByte(id) ? 6 : 1;
+    v.types.push_back(type);
+    v.byte_fallback = v.byte_fallback || type == 6;
+  }
+  v.unk_id = sp.unk_id();
+  v.bos_id = sp.bos_id();
+  v.eos_id = sp.eos_id();
+  return v;
+}
+
 }  // namespace rinfer
