@@ -25,6 +25,7 @@
 #      PRECISIONS="bf16 int8 int4 int4h8", THREADS="1 2", REPS=3
 # Table: scripts/perf_table.py llamacpp OUT/*.json
 set -euo pipefail
+cd "$(dirname "$0")/.."  # paths below are relative to the repository
 out=${1:-perf_data/$(date +%F)-vs-llamacpp}
 work=${2:-/tmp/rinfer-llamacpp}
 rinfer=${RINFER:-build/bin/rinfer}
@@ -53,9 +54,13 @@ if [ -z "$bench" ]; then
 fi
 simple=$(dirname "$bench")/llama-simple
 commit=$(git -C "$(dirname "$bench")/../.." rev-parse --short HEAD 2>/dev/null || echo unknown)
+# GGUF files are cached in WORK per rinfer commit (a changed exporter writes new ones).
+rev=$(git rev-parse --short HEAD)
 
 # --- the export, checked end to end on the real tiny model
-if [ -x "$simple" ]; then
+if [ ! -x "$simple" ]; then
+  echo "warning: no llama-simple next to $bench: the export is not checked end to end" >&2
+else
   rm -f "$work/stories260K.gguf"
   "$rinfer" export-gguf --hf "$testdata/stories260K/hf" --out "$work/stories260K.gguf" --type f32 -q > /dev/null
   "$simple" -m "$work/stories260K.gguf" -n 200 "Once upon a time" 2> /dev/null > "$work/stories.txt" || true
@@ -86,22 +91,29 @@ for preset in $presets; do
       *) echo "unknown precision $prec" >&2; exit 1 ;;
     esac
     [ -d "$m" ] || "$rinfer" convert --hf "$hf" --out "$m" $cargs > /dev/null
-    gguf=$work/$preset-$gtype-out-$gout.gguf
+    gguf=$work/$preset-$gtype-out-$gout-$rev.gguf
     [ -f "$gguf" ] || "$rinfer" export-gguf --hf "$hf" --out "$gguf" --type "$gtype" --output-type "$gout" -q \
       > "$gguf.txt"
-    gbytes=$(sed -n 's/.*MB (.*), \([0-9.]*\) MB of weights read per decoded token.*/\1/p' "$gguf.txt")
+    gbytes=$(sed -n 's/.*MB of weights read per decoded token (\([0-9]*\) bytes).*/\1/p' "$gguf.txt")
+    [ -n "$gbytes" ] || { echo "cannot read the bytes per token from $gguf.txt" >&2; exit 1; }
     for t in $threads; do
       row=$out/$preset-$prec-t$t
       "$rinfer" bench --model "$m" --prompt-len 512 --gen-len 64 --samples "$reps" --warmup 1 --threads "$t" \
         --json "$row.rinfer.tmp" > /dev/null
-      "$bench" -m "$gguf" -t "$t" -p 512 -n 0 -r "$reps" -o json > "$row.pp.tmp" 2> /dev/null
-      "$bench" -m "$gguf" -t "$t" -p 0 -n 64 -d 512 -r "$reps" -o json > "$row.tg.tmp" 2> /dev/null
+      for test in "pp -p 512 -n 0" "tg -p 0 -n 64 -d 512"; do
+        set -- $test
+        name=$1
+        shift
+        "$bench" -m "$gguf" -t "$t" "$@" -r "$reps" -o json > "$row.$name.tmp" 2> "$row.$name.log" ||
+          { echo "llama-bench failed:" >&2; cat "$row.$name.log" >&2; exit 1; }
+        rm -f "$row.$name.log"
+      done
       python3 - "$row" "$gtype" "$gout" "$gbytes" "$commit" <<'PY'
 import json, os, sys
 row, gtype, gout, gbytes, commit = sys.argv[1:]
 r = json.load(open(row + ".rinfer.tmp"))
 pp, tg = json.load(open(row + ".pp.tmp"))[0], json.load(open(row + ".tg.tmp"))[0]
-bpt = float(gbytes) * 1e6
+bpt = float(gbytes)
 r["llama_cpp"] = {
     "build_commit": pp.get("build_commit", commit), "gguf_type": gtype, "output_type": gout,
     "weight_bytes_per_token": bpt, "threads": pp["n_threads"], "flash_attn": pp.get("flash_attn"),

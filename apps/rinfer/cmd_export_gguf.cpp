@@ -35,9 +35,10 @@ Runner add_export_gguf(CLI::App& app) {
     if (st.f16_fallbacks)
       std::fprintf(stderr, "note: %lld matrices stay f16 (rows not a multiple of 32)\n",
                    static_cast<long long>(st.f16_fallbacks));
-    std::printf("exported %s -> %s: %.1f MB (%s), %.1f MB of weights read per decoded token, %.1f s\n",
+    std::printf("exported %s -> %s: %.1f MB (%s%s%s), %.1f MB of weights read per decoded token (%llu bytes), %.1f s\n",
                 o->hf.c_str(), o->out.c_str(), double(st.bytes_out) / 1e6, o->type.c_str(),
-                double(st.bytes_per_token) / 1e6, st.seconds);
+                o->output_type.empty() ? "" : ", output ", o->output_type.c_str(), double(st.bytes_per_token) / 1e6,
+                static_cast<unsigned long long>(st.bytes_per_token), st.seconds);
     return 0;
   };
 }

@@ -7,6 +7,7 @@
 
 #include "convert/hf_checkpoint.h"
 #include "core/error.h"
+#include "tokenizer/hf_config.h"
 #include "tokenizer/sentencepiece_tokenizer.h"
 
 namespace rinfer {
@@ -60,6 +61,27 @@ std::vector<float> interleave_rotary_rows(const std::vector<float>& w, int64_t h
 
 }  // namespace
 
+GgufVocab gguf_llama_vocab(const SentencePieceVocab& sp, const HfTokenizerConfig& cfg, int64_t vocab_size) {
+  GgufVocab v{sp.pieces, sp.scores, sp.types};
+  const size_t n = size_t(vocab_size);
+  v.pieces.resize(n);
+  v.scores.resize(n, -1000.0f);
+  v.types.resize(n, 0);
+  for (const auto& [id, spec] : cfg.added_tokens) {
+    if (id < int64_t(sp.pieces.size())) continue;  // a piece already (e.g. <s> as a special token)
+    RINFER_CHECK(id < vocab_size, "export-gguf: added token ", id, " (", spec.content, ") is outside vocab_size ",
+                 vocab_size);
+    v.pieces[size_t(id)] = spec.content;
+    v.types[size_t(id)] = spec.special ? 3 : 4;
+  }
+  for (size_t id = sp.pieces.size(); id < n; ++id)
+    if (v.types[id] == 0) {
+      v.pieces[id] = "[PAD" + std::to_string(id) + "]";
+      v.types[id] = 5;
+    }
+  return v;
+}
+
 GgufExportStats export_gguf(const std::string& hf_dir, const std::string& out_path, const GgufExportOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   HfCheckpoint ck = HfCheckpoint::open(hf_dir);
@@ -76,15 +98,19 @@ GgufExportStats export_gguf(const std::string& hf_dir, const std::string& out_pa
   const fs::path sp_model = fs::path(hf_dir) / "tokenizer.model";
   RINFER_CHECK(fs::exists(sp_model), "export-gguf: ", hf_dir,
                " has no tokenizer.model (only SentencePiece vocabularies are exported)");
+  RINFER_CHECK(!ck.hf_config.contains("quantization_config") || ck.hf_config["quantization_config"].is_null(),
+               "export-gguf: quantized checkpoints (quantization_config) are not exported; convert from the "
+               "floating-point checkpoint");
   RINFER_CHECK(!fs::exists(out_path), "export-gguf: ", out_path, " exists (not overwritten)");
   const SentencePieceVocab vocab = read_sentencepiece_vocab(sp_model);
-  RINFER_CHECK(int64_t(vocab.pieces.size()) <= c.vocab_size, "export-gguf: tokenizer.model has ", vocab.pieces.size(),
-               " pieces, more than vocab_size ", c.vocab_size);
+  RINFER_CHECK(int64_t(vocab.pieces.size()) <= c.vocab_size && c.vocab_size < (int64_t(1) << 24),
+               "export-gguf: tokenizer.model has ", vocab.pieces.size(), " pieces; vocab_size ", c.vocab_size,
+               " cannot hold them");
 
   io::GgufWriter w;
   const std::string a = fam->gguf;
   w.set_str("general.architecture", a);
-  w.set_str("general.name", fs::path(hf_dir).filename().string());
+  w.set_str("general.name", fs::weakly_canonical(fs::path(hf_dir)).filename().string());
   w.set_u32("general.file_type", file_type(opt.type));
   w.set_u32(a + ".context_length", uint32_t(c.max_position_embeddings));
   w.set_u32(a + ".embedding_length", uint32_t(c.hidden_size));
@@ -99,21 +125,17 @@ GgufExportStats export_gguf(const std::string& hf_dir, const std::string& out_pa
   w.set_f32(a + ".attention.layer_norm_rms_epsilon", float(c.rms_norm_eps));
   w.set_u32(a + ".vocab_size", uint32_t(c.vocab_size));
 
-  // The vocabulary, padded to vocab_size as llama.cpp's converter pads it.
-  std::vector<std::string> pieces = vocab.pieces;
-  std::vector<float> scores = vocab.scores;
-  std::vector<int32_t> types = vocab.types;
-  for (int64_t id = int64_t(pieces.size()); id < c.vocab_size; ++id) {
-    pieces.push_back("[PAD" + std::to_string(id) + "]");
-    scores.push_back(-1000.0f);
-    types.push_back(5);  // unused
-  }
+  const GgufVocab gv = gguf_llama_vocab(vocab, read_hf_tokenizer_config(hf_dir), c.vocab_size);
+  const std::vector<int32_t>& types = gv.types;
   w.set_str("tokenizer.ggml.model", "llama");
-  w.set_str_array("tokenizer.ggml.tokens", pieces);
-  w.set_f32_array("tokenizer.ggml.scores", scores);
-  w.set_i32_array("tokenizer.ggml.token_type", types);
+  w.set_str_array("tokenizer.ggml.tokens", gv.pieces);
+  w.set_f32_array("tokenizer.ggml.scores", gv.scores);
+  w.set_i32_array("tokenizer.ggml.token_type", gv.types);
   const int32_t bos = c.bos_token_id >= 0 ? c.bos_token_id : vocab.bos_id;
   const int32_t eos = !c.eos_token_ids.empty() ? c.eos_token_ids.front() : vocab.eos_id;
+  for (int32_t id : {bos, eos})
+    RINFER_CHECK(id < 0 || (id < c.vocab_size && types[size_t(id)] != 5), "export-gguf: special token ", id,
+                 " is neither a piece of tokenizer.model nor an added token");
   if (bos >= 0) w.set_u32("tokenizer.ggml.bos_token_id", uint32_t(bos));
   if (eos >= 0) w.set_u32("tokenizer.ggml.eos_token_id", uint32_t(eos));
   if (vocab.unk_id >= 0) w.set_u32("tokenizer.ggml.unknown_token_id", uint32_t(vocab.unk_id));

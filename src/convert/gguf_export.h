@@ -13,7 +13,11 @@
 #include <optional>
 #include <string>
 
+#include <vector>
+
 #include "io/gguf_writer.h"
+#include "tokenizer/hf_config.h"
+#include "tokenizer/sentencepiece_tokenizer.h"
 
 namespace rinfer {
 
@@ -36,6 +40,17 @@ struct GgufExportStats {
 
 // Names of the supported types, for the CLI ("f32", "f16", "q8_0", "q4_0").
 std::optional<io::GgmlType> gguf_type_from_name(const std::string& name);
+
+// tokenizer.ggml.tokens / scores / token_type of vocab_size entries: the
+// SentencePiece pieces, then the tokens the HF tokenizer config adds past
+// them (type 3 CONTROL when special, else 4 USER_DEFINED; score -1000), then
+// "[PAD<id>]" (5 UNUSED) up to vocab_size, as llama.cpp's converter fills it.
+struct GgufVocab {
+  std::vector<std::string> pieces;
+  std::vector<float> scores;
+  std::vector<int32_t> types;
+};
+GgufVocab gguf_llama_vocab(const SentencePieceVocab& sp, const HfTokenizerConfig& cfg, int64_t vocab_size);
 
 GgufExportStats export_gguf(const std::string& hf_dir, const std::string& out_path, const GgufExportOptions& opt);
 

@@ -24,7 +24,7 @@ void write_file_atomic(const std::string& path, const std::string& content) {
 AtomicFileWriter::AtomicFileWriter(const std::string& final_path) : final_(final_path) {
   static std::atomic<uint64_t> counter{0};
   tmp_ = str(final_path, ".tmp-", ::getpid(), "-", counter.fetch_add(1));
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);  // the umask applies
   if (fd_ < 0) fail("cannot write ", final_, ": cannot create ", tmp_, ": ", std::strerror(errno));
 }
 

@@ -17,7 +17,8 @@ std::unique_ptr<Tokenizer> load_sentencepiece_tokenizer(const std::filesystem::p
 // Every piece of a SentencePiece model with its score and type, for
 // exporting the vocabulary (GGUF tokenizer.ggml.*). Types use
 // SentencePiece's numbering, which GGUF shares: 1 normal, 2 unknown,
-// 3 control, 4 user-defined, 5 unused, 6 byte.
+// 3 control, 5 unused, 6 byte (libsentencepiece 0.1.x has no query for
+// user-defined pieces: they read as normal, as in llama.cpp's converter).
 struct SentencePieceVocab {
   std::vector<std::string> pieces;
   std::vector<float> scores;

@@ -13,6 +13,7 @@
 #include <random>
 
 #include "cli_util.h"
+#include "convert/gguf_export.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "io/gguf_writer.h"
@@ -142,6 +143,43 @@ TEST(GgufWriter, BlockEncodersFollowGgml) {
   EXPECT_NEAR(q4_0_value(&q4[2 * 18], 9), -7.5f, 1e-3f);
   EXPECT_EQ(q4[2 * 18 + 2 + 9] & 15, 0);
   for (int j = 0; j < 32; ++j) EXPECT_EQ(q4_0_value(&q4[18], j), 0.0f);
+}
+
+// Exact bytes of ggml's reference encoders on hand-made blocks: d exactly
+// representable, halves rounded away from zero (roundf), Q4_0's
+// (int8_t)(x / d + 8.5) truncation and nibble order.
+TEST(GgufWriter, BlockEncodersGiveGgmlsBytes) {
+  float x[32] = {};
+  x[0] = 127.0f, x[1] = -63.5f, x[2] = 2.5f, x[3] = -0.49f;
+  uint8_t q8[34];
+  io::encode_q8_0(x, 32, q8);
+  const uint8_t want8[6] = {0x00, 0x3c, 0x7f, 0xc0, 0x03, 0x00};  // d = f16 1.0; 127, -64, 3, 0
+  EXPECT_EQ(std::memcmp(q8, want8, 6), 0);
+  float y[32] = {};
+  y[0] = -8.0f, y[1] = 7.0f, y[2] = 3.5f, y[16] = 0.4f, y[17] = -0.6f;
+  uint8_t q4[18];
+  io::encode_q4_0(y, 32, q4);
+  // d = -8 / -8 = 1; q = 0, 15, 12 (low nibbles) and 8, 7, 8 (high: y[16..18]); zeros are 8 | 8 << 4.
+  const uint8_t want4[18] = {0x00, 0x3c, 0x80, 0x7f, 0x8c, 0x88, 0x88, 0x88, 0x88,
+                             0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88};
+  EXPECT_EQ(std::memcmp(q4, want4, 18), 0);
+  y[0] = 8.0f;  // the largest magnitude positive: d = -1, and it encodes as q = 0
+  io::encode_q4_0(y, 32, q4);
+  EXPECT_EQ(q4[0], 0x00);
+  EXPECT_EQ(q4[1], 0xbc);
+  EXPECT_EQ(q4[2] & 15, 0);
+  EXPECT_EQ(q4_0_value(q4, 0), 8.0f);
+}
+
+TEST(GgufWriter, AFailedWriteLeavesNothing) {
+  TempDir tmp;
+  io::GgufWriter w;
+  w.set_str("general.architecture", "llama");
+  w.add_tensor("a", GgmlType::F32, {4}, [](uint8_t* d) { std::memset(d, 0, 16); });
+  w.add_tensor("b", GgmlType::F32, {4}, [](uint8_t*) { fail("cannot read b"); });
+  EXPECT_THROW(w.write(tmp / "x.gguf"), Error);
+  EXPECT_FALSE(fs::exists(tmp / "x.gguf"));
+  EXPECT_TRUE(tmp_leftovers(tmp.path).empty());
 }
 
 TEST(GgufWriter, RoundTripsMetadataAndAlignedTensors) {
@@ -278,6 +316,57 @@ TEST(CliExportGguf, Qwen2KeepsHalfSplitRowsAndWritesBiases) {
   };
   EXPECT_EQ(f.f32("blk.1.attn_q.weight"), hf_f32("model.layers.1.self_attn.q_proj.weight"));
   EXPECT_EQ(f.f32("blk.1.attn_k.bias"), hf_f32("model.layers.1.self_attn.k_proj.bias"));
+}
+
+TEST(CliExportGguf, UntiedOutputLayerIsItsOwnTensor) {
+  TempDir tmp;
+  const std::string out = tmp / "llama.gguf";
+  CmdResult r = run_rinfer("export-gguf --hf " + quote(golden_dir("llama") + "/hf") + " --out " + quote(out) +
+                           " --type f32 -q");
+  ASSERT_EQ(r.code, 0) << r.err;
+  GgufFile f(out);
+  io::SafetensorsCheckpoint hf(golden_dir("llama") + "/hf");
+  auto hf_f32 = [&](const std::string& name) {
+    const TensorView v = hf.get(name);
+    std::vector<float> o(size_t(v.numel()));
+    convert_to_f32(v.dtype, v.data, o.data(), o.size());
+    return o;
+  };
+  EXPECT_EQ(f.tensors["output.weight"].ne, (std::vector<int64_t>{128, 512}));
+  EXPECT_EQ(f.f32("output.weight"), hf_f32("lm_head.weight"));
+  EXPECT_EQ(f.f32("token_embd.weight"), hf_f32("model.embed_tokens.weight"));
+  // bytes per token: everything but the embedding table, f32.
+  int64_t n = 0;
+  for (const auto& [name, t] : f.tensors)
+    if (name != "token_embd.weight") {
+      int64_t e = 1;
+      for (auto d : t.ne) e *= d;
+      n += e;
+    }
+  EXPECT_NE(r.out.find("(" + std::to_string(n * 4) + " bytes)"), std::string::npos) << r.out;
+}
+
+TEST(GgufVocab, AddedTokensAndPaddingFillVocabSize) {
+  const SentencePieceVocab sp = read_sentencepiece_vocab(testdata("stories260K/hf/tokenizer.model"));
+  HfTokenizerConfig cfg;
+  AddedTokenSpec im_end{"<|im_end|>"}, word{"foo"};
+  im_end.special = true;
+  cfg.added_tokens = {{1, AddedTokenSpec{"<s>"}}, {512, im_end}, {514, word}};
+  const GgufVocab v = gguf_llama_vocab(sp, cfg, 516);
+  ASSERT_EQ(v.pieces.size(), 516u);
+  ASSERT_EQ(v.scores.size(), 516u);
+  ASSERT_EQ(v.types.size(), 516u);
+  EXPECT_EQ(v.pieces[1], "<s>");  // a piece already: unchanged
+  EXPECT_EQ(v.types[1], 3);
+  EXPECT_EQ(v.pieces[512], "<|im_end|>");
+  EXPECT_EQ(v.types[512], 3);
+  EXPECT_EQ(v.pieces[513], "[PAD513]");
+  EXPECT_EQ(v.types[513], 5);
+  EXPECT_EQ(v.pieces[514], "foo");
+  EXPECT_EQ(v.types[514], 4);
+  EXPECT_EQ(v.scores[515], -1000.0f);
+  cfg.added_tokens.push_back({600, word});
+  EXPECT_THROW(gguf_llama_vocab(sp, cfg, 516), Error);
 }
 
 TEST(CliExportGguf, RejectsWhatItCannotWrite) {
