@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/process_stats.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/prefetch_tuning.h"
 #include "kernels/cpu/roofline.h"
 #include "model/stage_profile.h"
 #include "runtime/generator.h"
@@ -216,6 +217,8 @@ Runner add_bench(CLI::App& app) {
         {"cpu", cpu.model_name},
         {"cpu_features", cpu.summary()},
         {"kernel_isa", kernels::cpu::isa_name(kernels::cpu::active_isa())},
+        {"cpu_family", cpu.family},
+        {"decode_prefetch", kernels::cpu::decode_prefetch().name},
         {"rinfer_commit", RINFER_GIT_COMMIT},
     };
     // The output layer's format: quantized (convert --lm-head), the float
@@ -237,7 +240,7 @@ Runner add_bench(CLI::App& app) {
       j["matmul_path_prefill"] = prefill_path;
       qpaths = str("  matmul paths    decode ", j["matmul_path_decode"].get<std::string>(), ", prefill ",
                    j["matmul_path_prefill"].get<std::string>(), " (", j["quant"].get<std::string>(), ", group ",
-                   s->lm.group_size, ")\n");
+                   s->lm.group_size, "); decode prefetch ", kernels::cpu::decode_prefetch().name, "\n");
     } else {
       // BF16 matrices stored blocked (the converter's default) take the blocked GEMV.
       bool blocked = false;
@@ -245,7 +248,8 @@ Runner add_bench(CLI::App& app) {
       j["matmul_path_decode"] = std::string(kernels::cpu::matmul_path(1, s->lm.dtype)) + (blocked ? "-blocked" : "");
       j["matmul_path_prefill"] = prefill_path;
       qpaths = str("  matmul paths    decode ", j["matmul_path_decode"].get<std::string>(), ", prefill ",
-                   j["matmul_path_prefill"].get<std::string>(), "\n");
+                   j["matmul_path_prefill"].get<std::string>(), "; decode prefetch ",
+                   kernels::cpu::decode_prefetch().name, "\n");
     }
     j["prefill_matmul_gflop"] = prefill_gflop;
     j["prefill_matmul_gflop_s"] = prefill_gflops;

@@ -43,5 +43,27 @@ TEST(CliIsa, UnknownLevelIsAOneLineError) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
+// RINFER_DECODE_PREFETCH pins the decode GEMVs' prefetch profile
+// (prefetch_tuning.h); bench reports the one in use.
+TEST(CliIsa, DecodePrefetchProfileIsPinnedAndReported) {
+  for (const char* profile : {"default", "zen5"}) {
+    setenv("RINFER_DECODE_PREFETCH", profile, 1);
+    TempDir tmp;
+    const fs::path out = tmp.path / "bench.json";
+    CmdResult r = run_rinfer("bench --model " + quote(stories_hf()) +
+                             " --prompt-len 8 --gen-len 4 --samples 1 --warmup 0 --threads 1 --json " + quote(out.string()));
+    unsetenv("RINFER_DECODE_PREFETCH");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(read_json(out).at("decode_prefetch"), profile);
+    EXPECT_NE(r.out.find(std::string("decode prefetch ") + profile), std::string::npos) << r.out;
+  }
+  setenv("RINFER_DECODE_PREFETCH", "fastest", 1);
+  CmdResult r = run_rinfer("run --model " + quote(stories_hf()) + " --prompt-ids 1,2 -n 1");
+  unsetenv("RINFER_DECODE_PREFETCH");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("RINFER_DECODE_PREFETCH=\"fastest\": expected default or zen5"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
 }  // namespace
 }  // namespace rinfer::test::cli

@@ -10,6 +10,7 @@
 
 #include "core/dtype.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/prefetch_tuning.h"
 
 namespace rinfer::kernels::cpu::testing {
 
@@ -24,6 +25,12 @@ inline std::vector<Isa> supported_isas() {
 struct IsaScope {
   explicit IsaScope(Isa isa) { force_isa(isa); }
   ~IsaScope() { force_isa(best_isa()); }
+};
+
+// Pins a decode prefetch profile (prefetch_tuning.h) for a scope.
+struct PrefetchScope {
+  explicit PrefetchScope(const char* name) { force_decode_prefetch(name); }
+  ~PrefetchScope() { force_decode_prefetch(nullptr); }
 };
 
 inline std::vector<float> random_floats(std::mt19937& rng, size_t n, float lo = -1.0f, float hi = 1.0f) {

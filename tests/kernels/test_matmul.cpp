@@ -258,5 +258,30 @@ TEST(Matmul, ForceIsaNeverExceedsTheCpu) {
   force_isa(best_isa());
 }
 
+// The blocked BF16 GEMV under each decode prefetch profile (prefetch_tuning.h):
+// the same bits (Matmul.BlockedBf16AllIsas holds them against the reference
+// under the machine's own profile).
+TEST(Matmul, BlockedBf16DecodePrefetchProfilesGiveTheSameBits) {
+  std::mt19937 rng(77);
+  const int64_t K = 4096, N = 200;
+  const auto w = make_typed(DType::BF16, random_floats(rng, size_t(N * K)));
+  std::vector<uint16_t> wblk(size_t(N * K));
+  block_bf16(static_cast<const uint16_t*>(w.data()), N, K, wblk.data());
+  for (int64_t M : {1, 3}) {
+    const auto x = random_floats(rng, size_t(M * K));
+    std::vector<float> want;
+    for (const char* profile : {"default", "zen5"})
+      for (int threads : {1, 2}) {
+        PrefetchScope scope(profile);
+        std::vector<float> y(size_t(M * N), -7.0f);
+        matmul_bf16_blocked(x.data(), M, K, K, wblk.data(), N, nullptr, y.data(), N, pool(threads));
+        if (want.empty())
+          want = y;
+        else
+          ASSERT_EQ(y, want) << "M=" << M << " " << profile << " threads=" << threads;
+      }
+  }
+}
+
 }  // namespace
 }  // namespace rinfer::kernels::cpu::testing

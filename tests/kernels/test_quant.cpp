@@ -534,5 +534,32 @@ TEST(KvCacheI8, AttentionMatchesReference) {
   EXPECT_LT(worst_quant, 0.05);
 }
 
+// The decode prefetch profiles (prefetch_tuning.h) change where the decode
+// GEMV prefetches, never what it computes: each profile gives the same bits
+// on 1 and 2 threads (one thread with a prefetch is Q8's path on Zen 5), and
+// MatmulQ.* hold those bits against the reference under the machine's own
+// profile. K = 2048 so that the prefetches reach past a block.
+TEST(MatmulQ, DecodePrefetchProfilesGiveTheSameBits) {
+  std::mt19937 rng(2024);
+  for (QuantType t : {QuantType::Q8, QuantType::Q4})
+    for (int64_t M : {1, 2, 4}) {
+      const int64_t K = 2048, N = 100, gs = t == QuantType::Q4 ? 32 : 128;
+      auto q = make_qw(random_floats(rng, size_t(N * K)), N, K, K, t, gs, DType::F16);
+      const auto x = random_floats(rng, size_t(M * K), -2.0f, 2.0f);
+      std::vector<float> want;
+      for (const char* profile : {"default", "zen5"})
+        for (int threads : {1, 2}) {
+          PrefetchScope scope(profile);
+          EXPECT_STREQ(decode_prefetch().name, profile);
+          std::vector<float> y(size_t(M * N), -7.0f);
+          matmul_q(x.data(), M, K, K, q->w, nullptr, y.data(), N, pool(threads));
+          if (want.empty())
+            want = y;
+          else
+            ASSERT_EQ(y, want) << quant_type_name(t) << " M=" << M << " " << profile << " threads=" << threads;
+        }
+    }
+}
+
 }  // namespace
 }  // namespace rinfer::kernels::cpu::testing

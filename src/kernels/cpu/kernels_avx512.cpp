@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "kernels/cpu/impl.h"
+#include "kernels/cpu/prefetch_tuning.h"
 
 #if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || !defined(__AVX512DQ__) || \
     !defined(__FMA__) || !defined(__F16C__)
@@ -342,11 +343,12 @@ constexpr int kBlkRows = 8;
 // 43.9 (another run: 29.6-30.0 -> 33.0-33.1), 1 thread 0.73 -> 0.87 of the
 // plain read. 8 and 16 KB ahead measured alike; 24 KB and one per 8 lines
 // alike for bf16, slower for Q8. (Q4's heavier loop wants one per line:
-// kQ4NtaPrefetch.)
+// kQ4NtaPrefetch.) All this on Zen 4; Zen 5 reads faster with none
+// (DecodePrefetch, prefetch_tuning.h, holds the distance per CPU).
 constexpr int kSparsePrefetchLines = 4;
-constexpr int64_t kSparsePrefetch = 12288;
+// pf: DecodePrefetch::bf16_t2 (kSparsePrefetch on Zen 4), 0: no prefetch.
 template <int MG>
-void gemv_blk_group(const float* xeo, int64_t K, const uint16_t* wb, float* out /* [MG][8] */) {
+void gemv_blk_group(const float* xeo, int64_t K, const uint16_t* wb, int64_t pf, float* out /* [MG][8] */) {
   const __m512i hi_mask = _mm512_set1_epi32(int(0xffff0000u));
   __m512 acc[MG][kBlkRows];
 #pragma GCC unroll 3
@@ -364,8 +366,8 @@ void gemv_blk_group(const float* xeo, int64_t K, const uint16_t* wb, float* out 
 #pragma GCC unroll 8
     for (int r = 0; r < kBlkRows; ++r) {
       const __m512i v = _mm512_loadu_si512(p + 32 * r);
-      if (r % kSparsePrefetchLines == 0)
-        _mm_prefetch(reinterpret_cast<const char*>(p + 32 * r) + kSparsePrefetch, _MM_HINT_T2);
+      if (pf && r % kSparsePrefetchLines == 0)
+        _mm_prefetch(reinterpret_cast<const char*>(p + 32 * r) + pf, _MM_HINT_T2);
       const __m512 lo = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
       const __m512 hi = _mm512_castsi512_ps(_mm512_and_si512(v, hi_mask));
 #pragma GCC unroll 3
@@ -377,7 +379,7 @@ void gemv_blk_group(const float* xeo, int64_t K, const uint16_t* wb, float* out 
 }
 
 // y rows of 8-row blocks [b0, b1) (xeo: x in the even/odd order below).
-void gemv_blk_blocks(const MatmulArgs& a, const float* xeo, int64_t b0, int64_t b1) {
+void gemv_blk_blocks(const MatmulArgs& a, const float* xeo, int64_t pf, int64_t b0, int64_t b1) {
   const int64_t K = a.K;
   const auto* w = static_cast<const uint16_t*>(a.w);
   alignas(64) float out[3 * kBlkRows];
@@ -388,11 +390,11 @@ void gemv_blk_blocks(const MatmulArgs& a, const float* xeo, int64_t b0, int64_t 
       const int64_t mg = imin(3, a.M - m0);
       const float* xg = xeo + m0 * K;
       if (mg == 3)
-        gemv_blk_group<3>(xg, K, wb, out);
+        gemv_blk_group<3>(xg, K, wb, pf, out);
       else if (mg == 2)
-        gemv_blk_group<2>(xg, K, wb, out);
+        gemv_blk_group<2>(xg, K, wb, pf, out);
       else
-        gemv_blk_group<1>(xg, K, wb, out);
+        gemv_blk_group<1>(xg, K, wb, pf, out);
       for (int64_t m = 0; m < mg; ++m) {
         __m256 v = _mm256_load_ps(out + m * kBlkRows);
         if (a.bias) v = _mm256_add_ps(v, _mm256_loadu_ps(a.bias + n0));
@@ -405,12 +407,13 @@ void gemv_blk_blocks(const MatmulArgs& a, const float* xeo, int64_t b0, int64_t 
 struct GemvBlkCtx {
   const MatmulArgs* a;
   const float* xeo;
+  int64_t pf;
   OwnedRanges ranges;  // of 8-row blocks
 };
 
 void gemv_blk_task(void* p, int64_t task, int) {
   auto& c = *static_cast<GemvBlkCtx*>(p);
-  c.ranges.work(int(task), [&](int64_t b0, int64_t b1) { gemv_blk_blocks(*c.a, c.xeo, b0, b1); });
+  c.ranges.work(int(task), [&](int64_t b0, int64_t b1) { gemv_blk_blocks(*c.a, c.xeo, c.pf, b0, b1); });
 }
 
 void gemv_blocked(const MatmulArgs& a, const Runner& runner) {
@@ -425,10 +428,12 @@ void gemv_blocked(const MatmulArgs& a, const Runner& runner) {
       _mm512_store_ps(xeo + m * K + k + 16, _mm512_permutex2var_ps(lo, odd, hi));
     }
   const int64_t n_blocks = a.N / kBlkRows;
-  if (runner.n_threads == 1 || n_blocks < 2) return gemv_blk_blocks(a, xeo, 0, n_blocks);
+  const int64_t pf = decode_prefetch().bf16_t2;
+  if (runner.n_threads == 1 || n_blocks < 2) return gemv_blk_blocks(a, xeo, pf, 0, n_blocks);
   GemvBlkCtx c;  // not value-initialized: init() sets what is used
   c.a = &a;
   c.xeo = xeo;
+  c.pf = pf;
   c.ranges.init(n_blocks, runner.n_threads, kGemvClaimBytes / (kBlkRows * K * 2));
   runner.run(runner.pool, c.ranges.n_ranges, &gemv_blk_task, &c);
 }
@@ -1698,8 +1703,9 @@ constexpr int64_t kQGemvMaxMA8 = 4;         // decode A8 GEMV: x rows in one pas
 //    133 and 141 -> 136 us. Unrolled with the T2 prefetch kept: -4 % and
 //    +2 % per step; with T2 plus the L2 prefetch: neutral.
 //  - bench_gemv_pairs --threads 1: 0.88-0.93 -> 0.99-1.02 of a plain read.
-constexpr int64_t kQ4NtaPrefetch = 4096;
-constexpr int64_t kQ4L2Prefetch = 32768;
+// kQ4NtaPrefetch = 4096 and kQ4L2Prefetch = 32768 were measured so on Zen 4;
+// Zen 5 reads faster with nta 8 KB ahead and no L2 prefetch. The distances
+// per CPU: DecodePrefetch::q4_nta / q4_l2 (prefetch_tuning.h).
 constexpr int64_t kQ4ScalePrefetch = 2048;
 // Decode A8 GEMV on Q8 with several threads: besides the T2 prefetch
 // kSparsePrefetch ahead, one into L2 (prefetch_l2) this many bytes ahead per
@@ -1708,8 +1714,8 @@ constexpr int64_t kQ4ScalePrefetch = 2048;
 // -> 16.1 and 19.3 -> 17.6 ms; 32 KB ahead -6, -5 and -2 %; prefetchnta
 // 4 KB ahead instead of the T2 prefetch +3 %. On one thread (no T2
 // prefetch there) the L2 prefetch alone was slower: 32 KB ahead +3 %,
-// 16 KB +5 %.
-constexpr int64_t kQ8L2Prefetch = 24576;
+// 16 KB +5 %. (kQ8L2Prefetch = 24576 on Zen 4; on Zen 5 the T2 prefetch
+// alone, on one thread too, reads faster: DecodePrefetch::q8_*.)
 
 inline __m512 load_scales16(const QuantizedWeight& w, int64_t idx) {
   if (w.scale_dtype == DType::F16)
@@ -1846,10 +1852,12 @@ struct QGemvA8Ctx {
   const float* sxg;    // [M][G]
   // Software prefetch of the Q8 weights (kSparsePrefetch) and of the group
   // scales (kQ4ScalePrefetch, both types since cab3fe1): only when several
-  // threads stream. bench_gemv_pairs, Q8 g128: 0.96 either way at 1 thread,
-  // 0.91 / 0.92 at 2 (fast phase). (Q4 prefetches its weights on any
-  // number of threads: kQ4NtaPrefetch.)
+  // threads stream, or on Q8 where DecodePrefetch::q8_one_thread says so.
+  // bench_gemv_pairs, Q8 g128 on Zen 4: 0.96 either way at 1 thread, 0.91 /
+  // 0.92 at 2 (fast phase). (Q4 prefetches its weights on any number of
+  // threads: kQ4NtaPrefetch.)
   bool prefetch;
+  const DecodePrefetch* pf;  // distances
 };
 
 // acc + u8 w . s8 x, x one int32 (four int8) broadcast to all lanes:
@@ -1872,6 +1880,7 @@ void qgemv_a8_block(const QGemvA8Ctx& c, int64_t b) {
   const int64_t K = a.K, K4 = K / 4, G = K / GS;
   constexpr int64_t gs = GS;
   const uint8_t* wb = static_cast<const uint8_t*>(w.data) + b * q_block_bytes(w);
+  const int64_t q8_t2 = c.pf->q8_t2, q8_l2 = c.pf->q8_l2, q4_nta = c.pf->q4_nta, q4_l2 = c.pf->q4_l2;
   const __m512i low4 = _mm512_set1_epi8(15);
   __m512 accf[MR];
 #pragma GCC unroll 4
@@ -1890,8 +1899,8 @@ void qgemv_a8_block(const QGemvA8Ctx& c, int64_t b) {
       for (int64_t s = 0; s < gs / 4; s += 2) {
         const __m512i v0 = _mm512_loadu_si512(p + s * 64), v1 = _mm512_loadu_si512(p + s * 64 + 64);
         if (PF && s % kSparsePrefetchLines == 0) {
-          _mm_prefetch(reinterpret_cast<const char*>(p + s * 64 + kSparsePrefetch), _MM_HINT_T2);
-          prefetch_l2(p + s * 64 + kQ8L2Prefetch);
+          if (q8_t2) _mm_prefetch(reinterpret_cast<const char*>(p + s * 64 + q8_t2), _MM_HINT_T2);
+          if (q8_l2) prefetch_l2(p + s * 64 + q8_l2);
         }
 #pragma GCC unroll 4
         for (int m = 0; m < MR; ++m) {
@@ -1907,8 +1916,8 @@ void qgemv_a8_block(const QGemvA8Ctx& c, int64_t b) {
 #pragma GCC unroll 16
       for (int64_t s = 0; s < gs / 8; ++s) {
         const __m512i l = _mm512_loadu_si512(p + s * 64);
-        prefetch_nta(p + s * 64 + kQ4NtaPrefetch);
-        if (s % 4 == 0) prefetch_l2(p + s * 64 + kQ4L2Prefetch);
+        if (q4_nta) prefetch_nta(p + s * 64 + q4_nta);
+        if (q4_l2 && s % 4 == 0) prefetch_l2(p + s * 64 + q4_l2);
         const __m512i lo = _mm512_and_si512(l, low4), hi16 = _mm512_andnot_si512(low4, l);
 #pragma GCC unroll 4
         for (int m = 0; m < MR; ++m) {
@@ -2565,10 +2574,12 @@ void matmul_q_gemv_a8_multi(const QMatmulArgs* as, int n, const Runner& runner) 
       default: quantize_groups_a8<128>(xm, G, off, qm, sxg + m * G, comp + m * G); break;
     }
   }
+  const DecodePrefetch& pf = decode_prefetch();
   QGemvA8Job j;  // ranges: not value-initialized, init() sets what is used
   j.n = n;
   for (int i = 0; i < n; ++i) {
-    j.ctx[i] = QGemvA8Ctx{&as[i], reinterpret_cast<const int32_t*>(xq), comp, sxg, runner.n_threads > 1};
+    j.ctx[i] = QGemvA8Ctx{&as[i], reinterpret_cast<const int32_t*>(xq), comp, sxg,
+                          runner.n_threads > 1 || (as[i].w->type == QuantType::Q8 && pf.q8_one_thread), &pf};
     j.first_block[i + 1] = j.first_block[i] + (as[i].w->N + 15) / 16;
   }
   const int64_t n_blocks = j.first_block[n];

@@ -1,0 +1,43 @@
+#pragma once
+// The software prefetches of the decode GEMVs, per CPU generation.
+//
+// A decode GEMV does more work per byte than a plain read, so fewer of its
+// loads are in flight and the hardware prefetcher alone can fall behind; a
+// software prefetch some kilobytes ahead helps where that happens and costs
+// where it does not. Which one pays is a property of the core: the same
+// prefetch that won 20-30 % on Zen 4 (and on the Xeon before it) lost 10-50 %
+// on Zen 5, whose hardware prefetcher keeps up with these loops by itself
+// for BF16 (docs/performance.md, "Decode prefetch per CPU generation"). So
+// the distances are data, one profile per generation, chosen once.
+#include <cstdint>
+
+#include "core/cpu_features.h"
+
+namespace rinfer::kernels::cpu {
+
+struct DecodePrefetch {
+  const char* name;
+  // Blocked BF16 GEMV: a T2 prefetch this many bytes ahead, once per 4
+  // lines; 0: none.
+  int64_t bf16_t2;
+  // Q8 A8 GEMV: the same kind of T2 prefetch, and a prefetcht1 (into L2)
+  // this far ahead once per 4 lines; 0: none. Both only with several
+  // threads unless q8_one_thread.
+  int64_t q8_t2, q8_l2;
+  bool q8_one_thread;
+  // Q4 A8 GEMV: a prefetchnta this far ahead on every line, and a
+  // prefetcht1 this far ahead once per 4 lines; 0: none.
+  int64_t q4_nta, q4_l2;
+};
+
+// The profile in use: RINFER_DECODE_PREFETCH=default|zen5 if set (any other
+// value is an error naming the choices), else decode_prefetch_for(cpu).
+const DecodePrefetch& decode_prefetch();
+// The profile for a CPU and a RINFER_DECODE_PREFETCH value (nullptr or "":
+// unset). AMD family 0x1A and later (Zen 5) gets "zen5", the rest "default".
+const DecodePrefetch& decode_prefetch_for(const CpuFeatures& cpu, const char* env);
+// Pins the profile by name ("default", "zen5"), e.g. to test both paths on
+// one machine; nullptr returns to the automatic choice.
+void force_decode_prefetch(const char* name);
+
+}  // namespace rinfer::kernels::cpu
