@@ -12,10 +12,9 @@ struct CpuFeatures {
   bool amx_tile = false, amx_bf16 = false, amx_int8 = false;
   std::string vendor;      // cpuid leaf 0: "AuthenticAMD", "GenuineIntel", ...
   std::string model_name;  // e.g. "Intel(R) Xeon(R) ..." from /proc/cpuinfo or cpuid brand
-  // cpuid leaf 1's display family and model (extended fields folded in):
-  // AMD Zen 4 is family 0x19, Zen 5 0x1A. Kernels tune by it, never choose
-  // instructions by it.
-  int family = 0, model = 0;
+  // cpuid leaf 1's display family (the extended field folded in): AMD Zen 4
+  // is 0x19, Zen 5 0x1A. Kernels tune by it, never choose instructions by it.
+  int family = 0;
 
   bool has_avx2_fma() const { return avx2 && fma && f16c; }
   bool has_avx512_core() const { return avx512f && avx512bw && avx512vl && avx512dq && has_avx2_fma(); }

@@ -40,16 +40,10 @@ const DecodePrefetch& decode_prefetch_for(const CpuFeatures& cpu, const char* en
 
 const DecodePrefetch& decode_prefetch() {
   if (const DecodePrefetch* f = g_forced.load(std::memory_order_relaxed)) return *f;
-  // Read once; a bad value throws on every call (main() calls this first).
-  static const DecodePrefetch* chosen = [] {
-    try {
-      return &decode_prefetch_for(cpu_features(), std::getenv("RINFER_DECODE_PREFETCH"));
-    } catch (const Error&) {
-      return static_cast<const DecodePrefetch*>(nullptr);
-    }
-  }();
-  if (!chosen) decode_prefetch_for(cpu_features(), std::getenv("RINFER_DECODE_PREFETCH"));  // throws
-  return *chosen;
+  // Chosen once. A bad RINFER_DECODE_PREFETCH throws out of the initializer,
+  // which leaves it to run again on the next call (main() calls this first).
+  static const DecodePrefetch& chosen = decode_prefetch_for(cpu_features(), std::getenv("RINFER_DECODE_PREFETCH"));
+  return chosen;
 }
 
 void force_decode_prefetch(const char* name) {
