@@ -35,6 +35,10 @@ constexpr Family kFamilies[] = {
     {"Qwen2ForCausalLM", "qwen2", false, true},
 };
 
+// tokenizer.ggml.token_type values (llama.cpp's LLAMA_TOKEN_TYPE_*) this
+// file sets itself; SentencePiece pieces keep theirs.
+constexpr int32_t kTokenControl = 3, kTokenUserDefined = 4, kTokenUnused = 5;
+
 // general.file_type: llama.cpp's LLAMA_FTYPE_* for a file mostly of type t.
 uint32_t file_type(GgmlType t) {
   switch (t) {
@@ -72,12 +76,12 @@ GgufVocab gguf_llama_vocab(const SentencePieceVocab& sp, const HfTokenizerConfig
     RINFER_CHECK(id < vocab_size, "export-gguf: added token ", id, " (", spec.content, ") is outside vocab_size ",
                  vocab_size);
     v.pieces[size_t(id)] = spec.content;
-    v.types[size_t(id)] = spec.special ? 3 : 4;
+    v.types[size_t(id)] = spec.special ? kTokenControl : kTokenUserDefined;
   }
   for (size_t id = sp.pieces.size(); id < n; ++id)
-    if (v.types[id] == 0) {
+    if (v.types[id] == 0) {  // 0: neither a piece nor an added token
       v.pieces[id] = "[PAD" + std::to_string(id) + "]";
-      v.types[id] = 5;
+      v.types[id] = kTokenUnused;
     }
   return v;
 }
@@ -134,8 +138,8 @@ GgufExportStats export_gguf(const std::string& hf_dir, const std::string& out_pa
   const int32_t bos = c.bos_token_id >= 0 ? c.bos_token_id : vocab.bos_id;
   const int32_t eos = !c.eos_token_ids.empty() ? c.eos_token_ids.front() : vocab.eos_id;
   for (int32_t id : {bos, eos})
-    RINFER_CHECK(id < 0 || (id < c.vocab_size && types[size_t(id)] != 5), "export-gguf: special token ", id,
-                 " is neither a piece of tokenizer.model nor an added token");
+    RINFER_CHECK(id < 0 || (id < c.vocab_size && types[size_t(id)] != kTokenUnused), "export-gguf: special token ",
+                 id, " is neither a piece of tokenizer.model nor an added token");
   if (bos >= 0) w.set_u32("tokenizer.ggml.bos_token_id", uint32_t(bos));
   if (eos >= 0) w.set_u32("tokenizer.ggml.eos_token_id", uint32_t(eos));
   if (vocab.unk_id >= 0) w.set_u32("tokenizer.ggml.unknown_token_id", uint32_t(vocab.unk_id));

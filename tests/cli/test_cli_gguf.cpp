@@ -26,6 +26,14 @@ namespace {
 
 using io::GgmlType;
 
+// One tensor of a safetensors checkpoint as f32 values.
+std::vector<float> tensor_f32(const io::SafetensorsCheckpoint& ck, const std::string& name) {
+  const TensorView v = ck.get(name);
+  std::vector<float> o(size_t(v.numel()));
+  convert_to_f32(v.dtype, v.data, o.data(), o.size());
+  return o;
+}
+
 // Tensor infos and data of a GGUF file, parsed independently of the writer.
 struct GgufFile {
   struct Tensor {
@@ -261,12 +269,7 @@ TEST(CliExportGguf, StoriesHasLlamaMetadataVocabularyAndInterleavedRotaryRows) {
   EXPECT_EQ(f.tensors["blk.0.attn_k.weight"].ne, (std::vector<int64_t>{64, 32}));
   EXPECT_EQ(f.tensors["blk.0.ffn_down.weight"].ne, (std::vector<int64_t>{172, 64}));
   io::SafetensorsCheckpoint hf(stories_hf());
-  auto hf_f32 = [&](const std::string& name) {
-    const TensorView v = hf.get(name);
-    std::vector<float> o(size_t(v.numel()));
-    convert_to_f32(v.dtype, v.data, o.data(), o.size());
-    return o;
-  };
+  auto hf_f32 = [&](const std::string& name) { return tensor_f32(hf, name); };
   // q: 8 heads, k: 4, head_dim 8: GGUF row h*8 + 2i + j = HF row h*8 + 4j + i.
   for (const auto& [proj, heads] : {std::pair<std::string, int>{"q", 8}, {"k", 4}}) {
     const auto g = f.f32("blk.3.attn_" + proj + ".weight");
@@ -308,12 +311,7 @@ TEST(CliExportGguf, Qwen2KeepsHalfSplitRowsAndWritesBiases) {
   EXPECT_EQ(std::get<std::string>(read_gguf_metadata(out).kv.at("general.architecture")), "qwen2");
   GgufFile f(out);
   io::SafetensorsCheckpoint hf(golden_dir("qwen2") + "/hf");
-  auto hf_f32 = [&](const std::string& name) {
-    const TensorView v = hf.get(name);
-    std::vector<float> o(size_t(v.numel()));
-    convert_to_f32(v.dtype, v.data, o.data(), o.size());
-    return o;
-  };
+  auto hf_f32 = [&](const std::string& name) { return tensor_f32(hf, name); };
   EXPECT_EQ(f.f32("blk.1.attn_q.weight"), hf_f32("model.layers.1.self_attn.q_proj.weight"));
   EXPECT_EQ(f.f32("blk.1.attn_k.bias"), hf_f32("model.layers.1.self_attn.k_proj.bias"));
 }
@@ -326,12 +324,7 @@ TEST(CliExportGguf, UntiedOutputLayerIsItsOwnTensor) {
   ASSERT_EQ(r.code, 0) << r.err;
   GgufFile f(out);
   io::SafetensorsCheckpoint hf(golden_dir("llama") + "/hf");
-  auto hf_f32 = [&](const std::string& name) {
-    const TensorView v = hf.get(name);
-    std::vector<float> o(size_t(v.numel()));
-    convert_to_f32(v.dtype, v.data, o.data(), o.size());
-    return o;
-  };
+  auto hf_f32 = [&](const std::string& name) { return tensor_f32(hf, name); };
   EXPECT_EQ(f.tensors["output.weight"].ne, (std::vector<int64_t>{128, 512}));
   EXPECT_EQ(f.f32("output.weight"), hf_f32("lm_head.weight"));
   EXPECT_EQ(f.f32("token_embd.weight"), hf_f32("model.embed_tokens.weight"));
