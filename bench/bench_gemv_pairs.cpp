@@ -21,7 +21,11 @@
 //   bf16 blocked BF16 GEMV (matmul_bf16_blocked, M = 1)
 //
 // Usage: bench_gemv_pairs [--threads N=2] [--rounds N=200] [--arena-mb N=1024] [--rows]
+//                         [--profile SPEC]...
 //   --rows prints every round (probe, plain and kernel GB/s).
+//   --profile (repeatable): run every kernel once per decode prefetch spec
+//     (prefetch_tuning.h, e.g. zen5 and zen5:streams=1), interleaved in
+//     each round, so that two settings are compared in the same windows.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -37,6 +41,7 @@
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/prefetch_tuning.h"
 #include "read_probe.h"
 
 namespace kc = rinfer::kernels::cpu;
@@ -61,10 +66,11 @@ struct Kernel {
   std::string name;
   size_t bytes;                                   // read per call
   std::function<void(const uint8_t*)> call;       // one call on the copy at that address
+  const char* profile = nullptr;                  // decode prefetch spec pinned around the calls (nullptr: automatic)
 };
 
 [[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr, "bench_gemv_pairs: %s\nusage: bench_gemv_pairs [--threads N] [--rounds N] [--arena-mb N] [--rows]\n",
+  std::fprintf(stderr, "bench_gemv_pairs: %s\nusage: bench_gemv_pairs [--threads N] [--rounds N] [--arena-mb N] [--rows] [--profile SPEC]...\n",
                why);
   std::exit(2);
 }
@@ -82,6 +88,7 @@ int main(int argc, char** argv) {
   int threads = 2, rounds = 200;
   size_t arena_mb = 1024;
   bool rows = false;
+  std::vector<const char*> profiles;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
@@ -89,6 +96,7 @@ int main(int argc, char** argv) {
     else if (a == "--rounds") rounds = int(parse_positive("--rounds", v)), ++i;
     else if (a == "--arena-mb") arena_mb = size_t(parse_positive("--arena-mb", v)), ++i;
     else if (a == "--rows") rows = true;
+    else if (a == "--profile" && v) profiles.push_back(v), ++i;
     else usage(("unknown argument " + a).c_str());
   }
   if (!rinfer::cpu_features().has_avx512_core()) {
@@ -135,6 +143,23 @@ int main(int argc, char** argv) {
                        kc::matmul_bf16_blocked(x.data(), 1, K, K, reinterpret_cast<const uint16_t*>(p), N, nullptr,
                                                y.data(), N, pool);
                      }});
+  if (!profiles.empty()) {  // each kernel once per profile, named kernel/A, kernel/B, ...
+    std::vector<Kernel> per_profile;
+    for (size_t p = 0; p < profiles.size(); ++p) {
+      try {
+        rinfer::kernels::cpu::parse_decode_prefetch(profiles[p]);
+      } catch (const std::exception& e) {
+        usage(e.what());
+      }
+      std::printf("profile %c: %s\n", char('A' + p), profiles[p]);
+      for (const auto& k : kernels) {
+        per_profile.push_back(k);
+        per_profile.back().name += std::string("/") + char('A' + p);
+        per_profile.back().profile = profiles[p];
+      }
+    }
+    kernels = per_profile;
+  }
   size_t max_bytes = 0;
   for (const auto& k : kernels) max_bytes = std::max(max_bytes, k.bytes);
   const size_t stride = (max_bytes + 4095) / 4096 * 4096, copies = arena_bytes / stride;
@@ -146,7 +171,11 @@ int main(int argc, char** argv) {
     pool.run(threads, [&](int64_t t, int) { sink[size_t(t) * 8] += read_avx512(p + size_t(t) * part, part); });
     return part * size_t(threads);
   };
-  for (const auto& k : kernels) k.call(base);  // warm-up: code, scratch buffers, thread wake-up
+  auto call_pinned = [](const Kernel& k, const uint8_t* p) {
+    if (k.profile) rinfer::kernels::cpu::force_decode_prefetch(k.profile);
+    k.call(p);
+  };
+  for (const auto& k : kernels) call_pinned(k, base);  // warm-up: code, scratch buffers, thread wake-up
 
   // per round: the probe, then per kernel a plain read of its bytes and the kernel
   const size_t n_rounds = static_cast<size_t>(rounds);
@@ -173,6 +202,7 @@ int main(int argc, char** argv) {
         for (int c = 0; c < kCallsPerRound; ++c) bytes += plain_read(base + (copy++ % copies) * stride, kernels[i].bytes);
         return bytes;
       });
+      if (kernels[i].profile) rinfer::kernels::cpu::force_decode_prefetch(kernels[i].profile);
       gbs[i][size_t(r)] = gb_per_s([&] {
         for (int c = 0; c < kCallsPerRound; ++c) kernels[i].call(base + (copy++ % copies) * stride);
         return kernels[i].bytes * kCallsPerRound;

@@ -38,6 +38,12 @@ TEST(DecodePrefetch, ProfilesDifferWhereMeasured) {
   EXPECT_GT(d.q4_l2, 0);
   EXPECT_EQ(z.q4_l2, 0);
   EXPECT_GT(z.q4_nta, d.q4_nta);
+  EXPECT_EQ(d.bf16_streams, 1);
+  EXPECT_EQ(d.q8_streams, 1);
+  EXPECT_EQ(d.q4_streams, 1);
+  EXPECT_EQ(z.bf16_streams, 2);
+  EXPECT_EQ(z.q8_streams, 1);
+  EXPECT_EQ(z.q4_streams, 2);
 }
 
 TEST(DecodePrefetch, EnvironmentOverridesAndRejectsUnknownNames) {
@@ -47,7 +53,10 @@ TEST(DecodePrefetch, EnvironmentOverridesAndRejectsUnknownNames) {
     decode_prefetch_for(cpu("AuthenticAMD", 0x1A), "zen6");
     FAIL() << "no error for an unknown profile";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "RINFER_DECODE_PREFETCH=\"zen6\": expected default or zen5");
+    EXPECT_EQ(std::string(e.what()),
+              "RINFER_DECODE_PREFETCH=\"zen6\": expected default or zen5, optionally with "
+              ":field=value,... (fields bf16_t2, q8_t2, q8_l2, q8_one_thread, q4_nta, q4_l2, bf16_streams, "
+              "q8_streams, q4_streams)");
   }
   EXPECT_THROW(force_decode_prefetch("fast"), Error);
   force_decode_prefetch("zen5");
@@ -55,6 +64,52 @@ TEST(DecodePrefetch, EnvironmentOverridesAndRejectsUnknownNames) {
   force_decode_prefetch("default");
   EXPECT_STREQ(decode_prefetch().name, "default");
   force_decode_prefetch(nullptr);
+}
+
+// A spec changes the named fields of its base profile and keeps the rest;
+// the same spec gives the same interned profile.
+TEST(DecodePrefetch, SpecChangesFieldsOfItsBase) {
+  const DecodePrefetch& z = parse_decode_prefetch("zen5");
+  const DecodePrefetch& s = parse_decode_prefetch("zen5:q4_streams=1,q4_nta=4096,q8_one_thread=0");
+  EXPECT_STREQ(s.name, "zen5:q4_streams=1,q4_nta=4096,q8_one_thread=0");
+  EXPECT_EQ(s.q4_streams, 1);
+  EXPECT_EQ(s.q4_nta, 4096);
+  EXPECT_FALSE(s.q8_one_thread);
+  EXPECT_EQ(s.bf16_t2, z.bf16_t2);
+  EXPECT_EQ(s.q8_t2, z.q8_t2);
+  EXPECT_EQ(s.q8_l2, z.q8_l2);
+  EXPECT_EQ(s.q4_l2, z.q4_l2);
+  EXPECT_EQ(s.bf16_streams, z.bf16_streams);
+  EXPECT_EQ(s.q8_streams, z.q8_streams);
+  EXPECT_EQ(&parse_decode_prefetch("zen5:q4_streams=1,q4_nta=4096,q8_one_thread=0"), &s);
+  const DecodePrefetch& d = parse_decode_prefetch("default:bf16_streams=2,bf16_t2=0");
+  EXPECT_EQ(d.bf16_streams, 2);
+  EXPECT_EQ(d.bf16_t2, 0);
+  EXPECT_EQ(d.q4_nta, parse_decode_prefetch("default").q4_nta);
+  force_decode_prefetch("zen5:q8_streams=2");
+  EXPECT_EQ(decode_prefetch().q8_streams, 2);
+  force_decode_prefetch(nullptr);
+}
+
+TEST(DecodePrefetch, BadSpecsNameTheProblem) {
+  auto message = [](const char* spec) {
+    try {
+      parse_decode_prefetch(spec);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message("zen5:").find("nothing after ':'"), std::string::npos);
+  EXPECT_NE(message("zen5:q4_nta").find("\"q4_nta\" is not field=value"), std::string::npos);
+  EXPECT_NE(message("zen5:q4_nta=-1").find("\"q4_nta=-1\" is not field=value"), std::string::npos);
+  EXPECT_NE(message("zen5:q4_nta=8k").find("\"q4_nta=8k\" is not field=value"), std::string::npos);
+  EXPECT_NE(message("zen5:q4_nta=1,").find("\"\" is not field=value"), std::string::npos);
+  EXPECT_NE(message("zen5:prefetch=1").find("\"prefetch=1\": expected default or zen5"), std::string::npos);
+  EXPECT_NE(message("zen5:q4_streams=3").find("*_streams 1 or 2"), std::string::npos);
+  EXPECT_NE(message("zen5:q8_one_thread=2").find("q8_one_thread is 0 or 1"), std::string::npos);
+  EXPECT_NE(message(":q4_nta=1").find("expected default or zen5"), std::string::npos);
+  EXPECT_EQ(message(""), "decode prefetch profile \"\": " + message("x").substr(message("x").find("expected")));
 }
 
 TEST(DecodePrefetch, ThisCpuHasAFamily) {

@@ -348,6 +348,8 @@ TEST(MatmulQ, StridedInputAndOutput) {
 // matmul_q_multi (one x, several weights) gives each weight exactly the
 // result of its own matmul_q call: fused on the decode GEMV (one type and
 // group size, M <= 4), one call each otherwise (mixed types, prefill M).
+// With two weight streams per thread a pair of blocks can straddle two
+// matrices (the fused blocks are 7 + 1 + 3).
 TEST(MatmulQ, MultiEqualsOneCallEach) {
   uint32_t seed = 1300;
   for (QuantType t : {QuantType::Q8, QuantType::Q4})
@@ -366,8 +368,10 @@ TEST(MatmulQ, MultiEqualsOneCallEach) {
             biases.push_back(random_floats(rng, size_t(Ns[i])));
           }
           for (Isa isa : supported_isas())
+            for (const char* profile : {"default:q8_streams=2,q4_streams=2", "default"})
             for (int threads : {1, 2}) {
               IsaScope scope(isa);
+              PrefetchScope pscope(profile);
               std::vector<std::vector<float>> want(3), got(3);
               QMatmulOut outs[3];
               for (int i = 0; i < 3; ++i) {
@@ -380,7 +384,8 @@ TEST(MatmulQ, MultiEqualsOneCallEach) {
               matmul_q_multi(x.data(), M, K, ldx, outs, 3, pool(threads));
               for (int i = 0; i < 3; ++i)
                 ASSERT_EQ(got[i], want[i]) << isa_name(isa) << " " << quant_type_name(t) << " gs=" << gs << " M=" << M
-                                           << " mixed=" << mixed << " threads=" << threads << " weight " << i;
+                                           << " mixed=" << mixed << " " << profile << " threads=" << threads
+                                           << " weight " << i;
             }
         }
 }
@@ -535,8 +540,10 @@ TEST(KvCacheI8, AttentionMatchesReference) {
 }
 
 // The decode prefetch profiles (prefetch_tuning.h) change where the decode
-// GEMV prefetches, never what it computes: each profile gives the same bits
-// on 1 and 2 threads (one thread with a prefetch is Q8's path on Zen 5), and
+// GEMV prefetches and how many weight streams a thread reads, never what it
+// computes: each profile gives the same bits on 1 and 2 threads (one thread
+// with a prefetch is Q8's path on Zen 5; N = 100 is 7 blocks, so two
+// streams leave a block over on 1 and on 2 threads), and
 // MatmulQ.* hold those bits against the reference under the machine's own
 // profile. K = 2048 so that the prefetches reach past a block.
 TEST(MatmulQ, DecodePrefetchProfilesGiveTheSameBits) {
@@ -547,7 +554,7 @@ TEST(MatmulQ, DecodePrefetchProfilesGiveTheSameBits) {
       auto q = make_qw(random_floats(rng, size_t(N * K)), N, K, K, t, gs, DType::F16);
       const auto x = random_floats(rng, size_t(M * K), -2.0f, 2.0f);
       std::vector<float> want;
-      for (const char* profile : {"default", "zen5"})
+      for (const char* profile : {"default", "zen5", "zen5:q8_streams=2", "zen5:q4_streams=1"})
         for (int threads : {1, 2}) {
           PrefetchScope scope(profile);
           EXPECT_STREQ(decode_prefetch().name, profile);

@@ -277,9 +277,51 @@ struct OwnedRanges {
       }
     }
   }
+  // Two streams per thread: thread `self` owns the ranges 2 * self and
+  // 2 * self + 1 (the halves of its share) and claims from both fronts at
+  // once; f2(a0, a1, b0, b1) works one claim of each side by side, f1(b0, b1)
+  // a claim when only one side has blocks left. Then the same for the other
+  // threads' pairs. n_ranges must be even.
+  //
+  // Why: on Zen 5 one core reads two runs of lines at once faster than one
+  // run, and the GEMVs that do the most work per byte (Q4, BF16) fall
+  // furthest behind a plain read with one. A plain read of 6 MB pieces
+  // split over the threads, each thread's part as one run or as its two
+  // halves side by side (same loop otherwise), 30-40 alternations: 1 thread
+  // 31.9 -> 37.0 and 34.1 -> 40.0 GB/s, 2 threads 36.2 -> 44.5 and 37.1 ->
+  // 47.1 (four runs per thread were slower than one). bench_gemv_pairs
+  // --profile zen5 --profile zen5:bf16_streams=1,q4_streams=1,q8_streams=2
+  // (one stream against two in each round, medians of 100 rounds): 2
+  // threads q4 43.5 -> 54.6 GB/s, bf16 45.6 -> 52.1 (plain reads 49); 1
+  // thread q4 22.3 -> 28.4, bf16 23.4 -> 26.4 (plain 25-27). Q8, whose loop
+  // is the lightest, read 56.0 either way on 2 threads and 28.5 -> 31.1 on
+  // 1, but 67.8 -> 60.7 on 2 in a fast phase of another run;
+  // which GEMV reads how many streams is per CPU: DecodePrefetch::*_streams
+  // (prefetch_tuning.h).
+  template <typename F2, typename F1>
+  void work_pairs(int self, F2&& f2, F1&& f1) {
+    const int n_pairs = n_ranges / 2;
+    for (int i = 0; i < n_pairs; ++i) {
+      const int r = 2 * ((self + i) % n_pairs);
+      for (;;) {
+        const int64_t a = __atomic_fetch_add(&front[r].next, claim, __ATOMIC_RELAXED);
+        const int64_t b = __atomic_fetch_add(&front[r + 1].next, claim, __ATOMIC_RELAXED);
+        const bool a_ok = a < hi[r], b_ok = b < hi[r + 1];
+        if (a_ok && b_ok)
+          f2(a, imin(a + claim, hi[r]), b, imin(b + claim, hi[r + 1]));
+        else if (a_ok)
+          f1(a, imin(a + claim, hi[r]));
+        else if (b_ok)
+          f1(b, imin(b + claim, hi[r + 1]));
+        else
+          break;
+      }
+    }
+  }
 };
 // Blocks per claim: about this many bytes of W.
 constexpr int64_t kGemvClaimBytes = 65536;
+
 
 // y rows [n0, n1) of the row-major GEMV, by weight dtype.
 void gemv_rows_any(const MatmulArgs& a, int64_t n0, int64_t n1) {
@@ -379,6 +421,35 @@ void gemv_blk_group(const float* xeo, int64_t K, const uint16_t* wb, int64_t pf,
   for (int m = 0; m < MG; ++m) reduce_accs<kBlkRows>(acc[m], out + m * kBlkRows);
 }
 
+// One x row against two blocks side by side (wa, wb: two streams of weight
+// lines, OwnedRanges::work_pairs says why), as gemv_blk_group<1> on each.
+void gemv_blk_pair(const float* xeo, int64_t K, const uint16_t* wa, const uint16_t* wb, int64_t pf,
+                   float* out /* [2][8] */) {
+  const __m512i hi_mask = _mm512_set1_epi32(int(0xffff0000u));
+  __m512 acc[2][kBlkRows];
+#pragma GCC unroll 2
+  for (int j = 0; j < 2; ++j)
+#pragma GCC unroll 8
+    for (int r = 0; r < kBlkRows; ++r) acc[j][r] = _mm512_setzero_ps();
+  const uint16_t* p[2] = {wa, wb};
+  for (int64_t k = 0; k < K; k += 32, p[0] += 32 * kBlkRows, p[1] += 32 * kBlkRows) {
+    const __m512 xe = _mm512_load_ps(xeo + k), xo = _mm512_load_ps(xeo + k + 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < kBlkRows; ++r)
+#pragma GCC unroll 2
+      for (int j = 0; j < 2; ++j) {
+        const __m512i v = _mm512_loadu_si512(p[j] + 32 * r);
+        if (pf && r % kSparsePrefetchLines == 0)
+          _mm_prefetch(reinterpret_cast<const char*>(p[j] + 32 * r) + pf, _MM_HINT_T2);
+        const __m512 lo = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+        const __m512 hi = _mm512_castsi512_ps(_mm512_and_si512(v, hi_mask));
+        acc[j][r] = _mm512_fmadd_ps(xo, hi, _mm512_fmadd_ps(xe, lo, acc[j][r]));
+      }
+  }
+  reduce_accs<kBlkRows>(acc[0], out);
+  reduce_accs<kBlkRows>(acc[1], out + kBlkRows);
+}
+
 // y rows of 8-row blocks [b0, b1) (xeo: x in the even/odd order below).
 void gemv_blk_blocks(const MatmulArgs& a, const float* xeo, int64_t pf, int64_t b0, int64_t b1) {
   const int64_t K = a.K;
@@ -405,6 +476,25 @@ void gemv_blk_blocks(const MatmulArgs& a, const float* xeo, int64_t pf, int64_t 
   }
 }
 
+// One x row (M = 1), blocks [a0, a1) and [b0, b1) side by side.
+void gemv_blk_block_pairs(const MatmulArgs& a, const float* xeo, int64_t pf, int64_t a0, int64_t a1, int64_t b0,
+                          int64_t b1) {
+  const int64_t K = a.K;
+  const auto* w = static_cast<const uint16_t*>(a.w);
+  alignas(64) float out[2 * kBlkRows];
+  for (; a0 < a1 && b0 < b1; ++a0, ++b0) {
+    gemv_blk_pair(xeo, K, w + a0 * kBlkRows * K, w + b0 * kBlkRows * K, pf, out);
+    const int64_t n[2] = {a0 * kBlkRows, b0 * kBlkRows};
+    for (int j = 0; j < 2; ++j) {
+      __m256 v = _mm256_load_ps(out + j * kBlkRows);
+      if (a.bias) v = _mm256_add_ps(v, _mm256_loadu_ps(a.bias + n[j]));
+      _mm256_storeu_ps(a.y + n[j], v);
+    }
+  }
+  gemv_blk_blocks(a, xeo, pf, a0, a1);
+  gemv_blk_blocks(a, xeo, pf, b0, b1);
+}
+
 struct GemvBlkCtx {
   const MatmulArgs* a;
   const float* xeo;
@@ -415,6 +505,14 @@ struct GemvBlkCtx {
 void gemv_blk_task(void* p, int64_t task, int) {
   auto& c = *static_cast<GemvBlkCtx*>(p);
   c.ranges.work(int(task), [&](int64_t b0, int64_t b1) { gemv_blk_blocks(*c.a, c.xeo, c.pf, b0, b1); });
+}
+
+void gemv_blk_task_pairs(void* p, int64_t task, int) {
+  auto& c = *static_cast<GemvBlkCtx*>(p);
+  c.ranges.work_pairs(
+      int(task),
+      [&](int64_t a0, int64_t a1, int64_t b0, int64_t b1) { gemv_blk_block_pairs(*c.a, c.xeo, c.pf, a0, a1, b0, b1); },
+      [&](int64_t b0, int64_t b1) { gemv_blk_blocks(*c.a, c.xeo, c.pf, b0, b1); });
 }
 
 void gemv_blocked(const MatmulArgs& a, const Runner& runner) {
@@ -430,13 +528,20 @@ void gemv_blocked(const MatmulArgs& a, const Runner& runner) {
     }
   const int64_t n_blocks = a.N / kBlkRows;
   const int64_t pf = decode_prefetch().bf16_t2;
-  if (runner.n_threads == 1 || n_blocks < 2) return gemv_blk_blocks(a, xeo, pf, 0, n_blocks);
+  const bool pairs = decode_prefetch().bf16_streams == 2 && a.M == 1 && n_blocks >= 2 * runner.n_threads;
+  if (runner.n_threads == 1 || n_blocks < 2) {
+    if (pairs) return gemv_blk_block_pairs(a, xeo, pf, 0, n_blocks / 2, n_blocks / 2, n_blocks);
+    return gemv_blk_blocks(a, xeo, pf, 0, n_blocks);
+  }
   GemvBlkCtx c;  // not value-initialized: init() sets what is used
   c.a = &a;
   c.xeo = xeo;
   c.pf = pf;
-  c.ranges.init(n_blocks, runner.n_threads, kGemvClaimBytes / (kBlkRows * K * 2));
-  runner.run(runner.pool, c.ranges.n_ranges, &gemv_blk_task, &c);
+  c.ranges.init(n_blocks, runner.n_threads * (pairs ? 2 : 1), kGemvClaimBytes / (kBlkRows * K * 2));
+  if (pairs)
+    runner.run(runner.pool, c.ranges.n_ranges / 2, &gemv_blk_task_pairs, &c);
+  else
+    runner.run(runner.pool, c.ranges.n_ranges, &gemv_blk_task, &c);
 }
 
 // ---------------------------------------------------------------- prefill GEMM
@@ -1873,112 +1978,147 @@ inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int32_t* x) {
   return acc;
 }
 
+// One 16-row block of a matrix in a QGemvA8Job: its context and index.
+struct QBlk {
+  const QGemvA8Ctx* c;
+  int64_t b;
+};
+
 // GS: the group size as a constant, so the inner loops unroll completely.
-template <bool Q4, int MR, int GS, bool PF>
-void qgemv_a8_block(const QGemvA8Ctx& c, int64_t b) {
-  const QMatmulArgs& a = *c.a;
-  const QuantizedWeight& w = *a.w;
-  const int64_t K = a.K, K4 = K / 4, G = K / GS;
+// NB blocks at once, each its own stream of weight lines (two streams per
+// thread read faster than one on Zen 5: OwnedRanges::work_pairs); they share x (the
+// matrices of one job have the same K and group size).
+template <bool Q4, int MR, int GS, bool PF, int NB>
+void qgemv_a8_block(const QBlk* blk) {
+  const QGemvA8Ctx& c = *blk[0].c;
+  const int64_t K = c.a->K, K4 = K / 4, G = K / GS;
   constexpr int64_t gs = GS;
-  const uint8_t* wb = static_cast<const uint8_t*>(w.data) + b * q_block_bytes(w);
+  const uint8_t* wb[NB];
+#pragma GCC unroll 2
+  for (int j = 0; j < NB; ++j)
+    wb[j] = static_cast<const uint8_t*>(blk[j].c->a->w->data) + blk[j].b * q_block_bytes(*blk[j].c->a->w);
   const int64_t q8_t2 = c.pf->q8_t2, q8_l2 = c.pf->q8_l2, q4_nta = c.pf->q4_nta, q4_l2 = c.pf->q4_l2;
   const __m512i low4 = _mm512_set1_epi8(15);
-  __m512 accf[MR];
+  __m512 accf[NB][MR];
+#pragma GCC unroll 2
+  for (int j = 0; j < NB; ++j)
 #pragma GCC unroll 4
-  for (int m = 0; m < MR; ++m) accf[m] = _mm512_setzero_ps();
+    for (int m = 0; m < MR; ++m) accf[j][m] = _mm512_setzero_ps();
   for (int64_t g = 0; g < G; ++g) {
-    __m512i a0[MR], a1[MR];
+    __m512i a0[NB][MR], a1[NB][MR];
+#pragma GCC unroll 2
+    for (int j = 0; j < NB; ++j)
 #pragma GCC unroll 4
-    for (int m = 0; m < MR; ++m) {
-      a0[m] = _mm512_set1_epi32(c.comp[m * G + g]);
-      a1[m] = _mm512_setzero_si512();
-    }
+      for (int m = 0; m < MR; ++m) {
+        a0[j][m] = _mm512_set1_epi32(c.comp[m * G + g]);
+        a1[j][m] = _mm512_setzero_si512();
+      }
     const int64_t k4 = g * gs / 4;
     if constexpr (!Q4) {
-      const uint8_t* p = wb + k4 * 64;
 #pragma GCC unroll 16
       for (int64_t s = 0; s < gs / 4; s += 2) {
-        const __m512i v0 = _mm512_loadu_si512(p + s * 64), v1 = _mm512_loadu_si512(p + s * 64 + 64);
-        if (PF && s % kSparsePrefetchLines == 0) {
-          if (q8_t2) _mm_prefetch(reinterpret_cast<const char*>(p + s * 64 + q8_t2), _MM_HINT_T2);
-          if (q8_l2) prefetch_l2(p + s * 64 + q8_l2);
-        }
+#pragma GCC unroll 2
+        for (int j = 0; j < NB; ++j) {
+          const uint8_t* p = wb[j] + k4 * 64;
+          const __m512i v0 = _mm512_loadu_si512(p + s * 64), v1 = _mm512_loadu_si512(p + s * 64 + 64);
+          if (PF && s % kSparsePrefetchLines == 0) {
+            if (q8_t2) _mm_prefetch(reinterpret_cast<const char*>(p + s * 64 + q8_t2), _MM_HINT_T2);
+            if (q8_l2) prefetch_l2(p + s * 64 + q8_l2);
+          }
 #pragma GCC unroll 4
-        for (int m = 0; m < MR; ++m) {
-          a0[m] = dpbusd_bcast(a0[m], v0, c.xq + m * K4 + k4 + s);
-          a1[m] = dpbusd_bcast(a1[m], v1, c.xq + m * K4 + k4 + s + 1);
+          for (int m = 0; m < MR; ++m) {
+            a0[j][m] = dpbusd_bcast(a0[j][m], v0, c.xq + m * K4 + k4 + s);
+            a1[j][m] = dpbusd_bcast(a1[j][m], v1, c.xq + m * K4 + k4 + s + 1);
+          }
         }
       }
     } else {
       // High nibbles are used in place (byte & 0xf0 = 16 * hi): a1 collects
       // 16x their dot products, divided back exactly once per group below.
-      const uint8_t* p = wb + (k4 / 2) * 64;
       // Unrolled (kQ4NtaPrefetch says why).
 #pragma GCC unroll 16
       for (int64_t s = 0; s < gs / 8; ++s) {
-        const __m512i l = _mm512_loadu_si512(p + s * 64);
-        if (q4_nta) prefetch_nta(p + s * 64 + q4_nta);
-        if (q4_l2 && s % 4 == 0) prefetch_l2(p + s * 64 + q4_l2);
-        const __m512i lo = _mm512_and_si512(l, low4), hi16 = _mm512_andnot_si512(low4, l);
+#pragma GCC unroll 2
+        for (int j = 0; j < NB; ++j) {
+          const uint8_t* p = wb[j] + (k4 / 2) * 64;
+          const __m512i l = _mm512_loadu_si512(p + s * 64);
+          if (q4_nta) prefetch_nta(p + s * 64 + q4_nta);
+          if (q4_l2 && s % 4 == 0) prefetch_l2(p + s * 64 + q4_l2);
+          const __m512i lo = _mm512_and_si512(l, low4), hi16 = _mm512_andnot_si512(low4, l);
 #pragma GCC unroll 4
-        for (int m = 0; m < MR; ++m) {
-          a0[m] = dpbusd_bcast(a0[m], lo, c.xq + m * K4 + k4 + 2 * s);
-          a1[m] = dpbusd_bcast(a1[m], hi16, c.xq + m * K4 + k4 + 2 * s + 1);
+          for (int m = 0; m < MR; ++m) {
+            a0[j][m] = dpbusd_bcast(a0[j][m], lo, c.xq + m * K4 + k4 + 2 * s);
+            a1[j][m] = dpbusd_bcast(a1[j][m], hi16, c.xq + m * K4 + k4 + 2 * s + 1);
+          }
         }
       }
+#pragma GCC unroll 2
+      for (int j = 0; j < NB; ++j)
 #pragma GCC unroll 4
-      for (int m = 0; m < MR; ++m) a1[m] = _mm512_srai_epi32(a1[m], 4);
+        for (int m = 0; m < MR; ++m) a1[j][m] = _mm512_srai_epi32(a1[j][m], 4);
     }
-    if constexpr (PF)
-      _mm_prefetch(static_cast<const char*>(w.scales) + (b * G + g) * 16 * (w.scale_dtype == DType::F16 ? 2 : 4) +
-                       kQ4ScalePrefetch,
-                   _MM_HINT_T1);
-    const __m512 s16 = load_scales16(w, (b * G + g) * 16);
+#pragma GCC unroll 2
+    for (int j = 0; j < NB; ++j) {
+      const QuantizedWeight& w = *blk[j].c->a->w;
+      const int64_t b = blk[j].b;
+      if constexpr (PF)
+        _mm_prefetch(static_cast<const char*>(w.scales) + (b * G + g) * 16 * (w.scale_dtype == DType::F16 ? 2 : 4) +
+                         kQ4ScalePrefetch,
+                     _MM_HINT_T1);
+      const __m512 s16 = load_scales16(w, (b * G + g) * 16);
 #pragma GCC unroll 4
-    for (int m = 0; m < MR; ++m)
-      accf[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0[m], a1[m])),
-                                _mm512_mul_ps(s16, _mm512_set1_ps(c.sxg[m * G + g])), accf[m]);
+      for (int m = 0; m < MR; ++m)
+        accf[j][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0[j][m], a1[j][m])),
+                                     _mm512_mul_ps(s16, _mm512_set1_ps(c.sxg[m * G + g])), accf[j][m]);
+    }
   }
-  const int64_t n0 = b * 16;
-  const __mmask16 msk = tail_mask(w.N - n0);
-  const __m512 bias = a.bias ? _mm512_maskz_loadu_ps(msk, a.bias + n0) : _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int j = 0; j < NB; ++j) {
+    const QMatmulArgs& a = *blk[j].c->a;
+    const int64_t n0 = blk[j].b * 16;
+    const __mmask16 msk = tail_mask(a.w->N - n0);
+    const __m512 bias = a.bias ? _mm512_maskz_loadu_ps(msk, a.bias + n0) : _mm512_setzero_ps();
 #pragma GCC unroll 4
-  for (int m = 0; m < MR; ++m) _mm512_mask_storeu_ps(a.y + m * a.ldy + n0, msk, _mm512_add_ps(accf[m], bias));
+    for (int m = 0; m < MR; ++m) _mm512_mask_storeu_ps(a.y + m * a.ldy + n0, msk, _mm512_add_ps(accf[j][m], bias));
+  }
 }
 
-template <bool Q4, int GS, bool PF>
-void qgemv_a8_range_pf(const QGemvA8Ctx& c, int64_t b0, int64_t b1) {
+template <bool Q4, int GS, bool PF, int NB>
+void qgemv_a8_run_pf(const QBlk* blk) {
   static_assert(kQGemvMaxMA8 == 4);
-  for (int64_t b = b0; b < b1; ++b) switch (c.a->M) {
-      case 1: qgemv_a8_block<Q4, 1, GS, PF>(c, b); break;
-      case 2: qgemv_a8_block<Q4, 2, GS, PF>(c, b); break;
-      case 3: qgemv_a8_block<Q4, 3, GS, PF>(c, b); break;
-      default: qgemv_a8_block<Q4, 4, GS, PF>(c, b); break;
-    }
-}
-
-template <bool Q4, int GS>
-void qgemv_a8_range_gs(const QGemvA8Ctx& c, int64_t b0, int64_t b1) {
-  if (c.prefetch)
-    qgemv_a8_range_pf<Q4, GS, true>(c, b0, b1);
-  else
-    qgemv_a8_range_pf<Q4, GS, false>(c, b0, b1);
-}
-
-template <bool Q4>
-void qgemv_a8_range(const QGemvA8Ctx& c, int64_t b0, int64_t b1) {
-  switch (c.a->w->group_size) {
-    case 32: return qgemv_a8_range_gs<Q4, 32>(c, b0, b1);
-    case 64: return qgemv_a8_range_gs<Q4, 64>(c, b0, b1);
-    default: return qgemv_a8_range_gs<Q4, 128>(c, b0, b1);
+  switch (blk[0].c->a->M) {
+    case 1: return qgemv_a8_block<Q4, 1, GS, PF, NB>(blk);
+    case 2: return qgemv_a8_block<Q4, 2, GS, PF, NB>(blk);
+    case 3: return qgemv_a8_block<Q4, 3, GS, PF, NB>(blk);
+    default: return qgemv_a8_block<Q4, 4, GS, PF, NB>(blk);
   }
 }
 
-void qgemv_a8_blocks(const QGemvA8Ctx& c, int64_t b0, int64_t b1) {
-  if (c.a->w->type == QuantType::Q4)
-    qgemv_a8_range<true>(c, b0, b1);
+template <bool Q4, int GS, int NB>
+void qgemv_a8_run_gs(const QBlk* blk) {
+  if (blk[0].c->prefetch)
+    qgemv_a8_run_pf<Q4, GS, true, NB>(blk);
   else
-    qgemv_a8_range<false>(c, b0, b1);
+    qgemv_a8_run_pf<Q4, GS, false, NB>(blk);
+}
+
+// NB (1 or 2) blocks at once; every block of a job has the same type and
+// group size.
+template <int NB>
+void qgemv_a8_run(const QBlk* blk) {
+  const QuantizedWeight& w = *blk[0].c->a->w;
+  if (w.type == QuantType::Q4) {
+    switch (w.group_size) {
+      case 32: return qgemv_a8_run_gs<true, 32, NB>(blk);
+      case 64: return qgemv_a8_run_gs<true, 64, NB>(blk);
+      default: return qgemv_a8_run_gs<true, 128, NB>(blk);
+    }
+  }
+  switch (w.group_size) {
+    case 32: return qgemv_a8_run_gs<false, 32, NB>(blk);
+    case 64: return qgemv_a8_run_gs<false, 64, NB>(blk);
+    default: return qgemv_a8_run_gs<false, 128, NB>(blk);
+  }
 }
 
 // ---------------------------------------------------------------- W8A8 GEMM
@@ -2545,15 +2685,35 @@ struct QGemvA8Job {
   int64_t first_block[kMatmulQMultiMax + 1] = {0};  // matrix i: [first_block[i], first_block[i + 1])
   int n = 0;
   OwnedRanges ranges;
+  QBlk locate(int64_t gb) const {
+    int i = 0;
+    while (gb >= first_block[i + 1]) ++i;
+    return QBlk{&ctx[i], gb - first_block[i]};
+  }
   void blocks(int64_t b0, int64_t b1) const {
-    for (int i = 0; i < n; ++i) {
-      const int64_t lo = imax(b0, first_block[i]), hi = imin(b1, first_block[i + 1]);
-      if (lo < hi) qgemv_a8_blocks(ctx[i], lo - first_block[i], hi - first_block[i]);
+    for (int64_t b = b0; b < b1; ++b) {
+      const QBlk blk = locate(b);
+      qgemv_a8_run<1>(&blk);
     }
+  }
+  // [a0, a1) and [b0, b1) side by side, two streams.
+  void block_pairs(int64_t a0, int64_t a1, int64_t b0, int64_t b1) const {
+    for (; a0 < a1 && b0 < b1; ++a0, ++b0) {
+      const QBlk blk[2] = {locate(a0), locate(b0)};
+      qgemv_a8_run<2>(blk);
+    }
+    blocks(a0, a1);
+    blocks(b0, b1);
   }
   static void task(void* p, int64_t t, int) {
     auto& j = *static_cast<QGemvA8Job*>(p);
     j.ranges.work(int(t), [&](int64_t b0, int64_t b1) { j.blocks(b0, b1); });
+  }
+  static void task_pairs(void* p, int64_t t, int) {
+    auto& j = *static_cast<QGemvA8Job*>(p);
+    j.ranges.work_pairs(
+        int(t), [&](int64_t a0, int64_t a1, int64_t b0, int64_t b1) { j.block_pairs(a0, a1, b0, b1); },
+        [&](int64_t b0, int64_t b1) { j.blocks(b0, b1); });
   }
 };
 
@@ -2584,10 +2744,17 @@ void matmul_q_gemv_a8_multi(const QMatmulArgs* as, int n, const Runner& runner) 
     j.first_block[i + 1] = j.first_block[i] + (as[i].w->N + 15) / 16;
   }
   const int64_t n_blocks = j.first_block[n];
-  if (runner.n_threads == 1 || n_blocks < 2) return j.blocks(0, n_blocks);
+  const bool pairs = (w.type == QuantType::Q4 ? pf.q4_streams : pf.q8_streams) == 2 && a.M <= 2 && n_blocks >= 2 * runner.n_threads;
+  if (runner.n_threads == 1 || n_blocks < 2) {
+    if (pairs) return j.block_pairs(0, n_blocks / 2, n_blocks / 2, n_blocks);
+    return j.blocks(0, n_blocks);
+  }
   const int64_t block_bytes = q_block_bytes(w) + (a.K / gs) * 16 * (w.scale_dtype == DType::F16 ? 2 : 4);
-  j.ranges.init(n_blocks, runner.n_threads, kGemvClaimBytes / block_bytes);
-  runner.run(runner.pool, j.ranges.n_ranges, &QGemvA8Job::task, &j);
+  j.ranges.init(n_blocks, runner.n_threads * (pairs ? 2 : 1), kGemvClaimBytes / block_bytes);
+  if (pairs)
+    runner.run(runner.pool, j.ranges.n_ranges / 2, &QGemvA8Job::task_pairs, &j);
+  else
+    runner.run(runner.pool, j.ranges.n_ranges, &QGemvA8Job::task, &j);
 }
 
 void matmul_q_gemv_a8(const QMatmulArgs& a, const Runner& runner) { matmul_q_gemv_a8_multi(&a, 1, runner); }

@@ -1,8 +1,12 @@
 #include "kernels/cpu/prefetch_tuning.h"
 
+#include <algorithm>
 #include <atomic>
+#include <deque>
+#include <mutex>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 
@@ -12,14 +16,20 @@ namespace {
 // Tuned on the Zen 4 EPYC (and the Xeon before it); why each distance is
 // what it is: the comments at kSparsePrefetch, kQ4NtaPrefetch and
 // kQ8L2Prefetch in kernels_avx512.cpp.
-constexpr DecodePrefetch kDefault{"default", 12288, 12288, 24576, false, 4096, 32768};
+constexpr DecodePrefetch kDefault{"default", 12288, 12288, 24576, false, 4096, 32768, 1, 1, 1};
 // Zen 5 EPYC (family 0x1A), each choice an A/B in the model on one run,
 // 2 and 1 threads (docs/performance.md):
 //  - BF16: no prefetch, 40-43 -> 63-66 GB/s (2 threads), 20 -> 26-29 (1);
 //  - Q8: T2 only, on one thread too: 48.5 -> 52 GB/s (2), 20-23 -> 23-28 (1);
 //  - Q4: nta 8 KB ahead, no L2 prefetch: 33-36 -> 38.5-39 GB/s (2),
 //    18 -> 20 (1).
-constexpr DecodePrefetch kZen5{"zen5", 0, 12288, 0, true, 8192, 0};
+//  - two weight streams per thread for BF16 and Q4, one for Q8
+//    (OwnedRanges::work_pairs in kernels_avx512.cpp): in the model, tok/s
+//    with two over one, median of four back-to-back rounds per row, int4
+//    1.10-1.18 (int4 + int8 lm_head 1.07-1.15), bf16 1 thread 1.04-1.07;
+//    bf16 2 threads faster in all 12 of 12 alternations, by 2-14 %. Q8
+//    with two: 0.96-0.99 of one (int8, medians of four rounds).
+constexpr DecodePrefetch kZen5{"zen5", 0, 12288, 0, true, 8192, 0, 2, 1, 2};
 
 const DecodePrefetch* by_name(const std::string& v) {
   if (v == kDefault.name) return &kDefault;
@@ -27,13 +37,80 @@ const DecodePrefetch* by_name(const std::string& v) {
   return nullptr;
 }
 
+constexpr const char* kChoices =
+    "expected default or zen5, optionally with :field=value,... (fields bf16_t2, q8_t2, q8_l2, q8_one_thread, "
+    "q4_nta, q4_l2, bf16_streams, q8_streams, q4_streams)";
+
+// Field `key` of d, or nullptr.
+int64_t* int_field(DecodePrefetch& d, const std::string& key) {
+  if (key == "bf16_t2") return &d.bf16_t2;
+  if (key == "q8_t2") return &d.q8_t2;
+  if (key == "q8_l2") return &d.q8_l2;
+  if (key == "q4_nta") return &d.q4_nta;
+  if (key == "q4_l2") return &d.q4_l2;
+  return nullptr;
+}
+
+int* streams_field(DecodePrefetch& d, const std::string& key) {
+  if (key == "bf16_streams") return &d.bf16_streams;
+  if (key == "q8_streams") return &d.q8_streams;
+  if (key == "q4_streams") return &d.q4_streams;
+  return nullptr;
+}
+
+// Interned profiles built from specs: std::deque keeps addresses stable.
+std::mutex g_interned_mutex;
+std::deque<std::pair<std::string, DecodePrefetch>> g_interned;
+
 std::atomic<const DecodePrefetch*> g_forced{nullptr};
 }  // namespace
 
+namespace {
+// parse_decode_prefetch, its errors starting with `label` and the spec in quotes.
+const DecodePrefetch& parse_spec(const char* spec, const char* label) {
+  const std::string text = spec ? spec : "";
+  const size_t colon = text.find(':');
+  const DecodePrefetch* base = by_name(text.substr(0, colon));
+  if (!base) fail(label, "\"", text, "\": ", kChoices);
+  if (colon == std::string::npos) return *base;
+  DecodePrefetch d = *base;
+  std::string rest = text.substr(colon + 1);
+  if (rest.empty()) fail(label, "\"", text, "\": nothing after ':'; ", kChoices);
+  for (size_t pos = 0; pos <= rest.size();) {
+    const size_t end = std::min(rest.find(',', pos), rest.size());
+    const std::string item = rest.substr(pos, end - pos);
+    const size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq), val = eq == std::string::npos ? "" : item.substr(eq + 1);
+    char* stop = nullptr;
+    const long long v = val.empty() ? -1 : std::strtoll(val.c_str(), &stop, 10);
+    if (val.empty() || *stop || v < 0 || v > (int64_t(1) << 30))
+      fail(label, "\"", text, "\": \"", item, "\" is not field=value with a value of 0 or more");
+    if (int64_t* f = int_field(d, key)) {
+      *f = v;
+    } else if (key == "q8_one_thread" && v <= 1) {
+      d.q8_one_thread = v == 1;
+    } else if (int* n = streams_field(d, key); n && (v == 1 || v == 2)) {
+      *n = int(v);
+    } else {
+      fail(label, "\"", text, "\": \"", item, "\": ", kChoices,
+           "; q8_one_thread is 0 or 1, *_streams 1 or 2");
+    }
+    pos = end + 1;
+  }
+  std::lock_guard<std::mutex> lock(g_interned_mutex);
+  for (const auto& [name, p] : g_interned)
+    if (name == text) return p;
+  g_interned.emplace_back(text, d);
+  g_interned.back().second.name = g_interned.back().first.c_str();
+  return g_interned.back().second;
+}
+}  // namespace
+
+const DecodePrefetch& parse_decode_prefetch(const char* spec) { return parse_spec(spec, "decode prefetch profile "); }
+
 const DecodePrefetch& decode_prefetch_for(const CpuFeatures& cpu, const char* env) {
   if (env && *env) {
-    if (const DecodePrefetch* p = by_name(env)) return *p;
-    fail("RINFER_DECODE_PREFETCH=\"", env, "\": expected default or zen5");
+    return parse_spec(env, "RINFER_DECODE_PREFETCH=");
   }
   return cpu.is_amd() && cpu.family >= 0x1A ? kZen5 : kDefault;
 }
@@ -46,14 +123,8 @@ const DecodePrefetch& decode_prefetch() {
   return chosen;
 }
 
-void force_decode_prefetch(const char* name) {
-  if (!name) {
-    g_forced.store(nullptr, std::memory_order_relaxed);
-    return;
-  }
-  const DecodePrefetch* p = by_name(name);
-  if (!p) fail("decode prefetch profile \"", name, "\": expected default or zen5");
-  g_forced.store(p, std::memory_order_relaxed);
+void force_decode_prefetch(const char* spec) {
+  g_forced.store(spec ? &parse_decode_prefetch(spec) : nullptr, std::memory_order_relaxed);
 }
 
 }  // namespace rinfer::kernels::cpu

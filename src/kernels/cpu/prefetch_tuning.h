@@ -28,16 +28,29 @@ struct DecodePrefetch {
   // Q4 A8 GEMV: a prefetchnta this far ahead on every line, and a
   // prefetcht1 this far ahead once per 4 lines; 0: none.
   int64_t q4_nta, q4_l2;
+  // Weight streams per thread, 1 or 2, per GEMV: with 2 each thread splits
+  // its share of the blocks in halves and works one block of each side by
+  // side, so that two runs of lines are read at once (BF16 with one x row,
+  // Q8/Q4 with up to two).
+  int bf16_streams, q8_streams, q4_streams;
 };
 
-// The profile in use: RINFER_DECODE_PREFETCH=default|zen5 if set (any other
-// value is an error naming the choices), else decode_prefetch_for(cpu).
+// A profile spec: a profile's name ("default", "zen5"), optionally followed
+// by ':' and field=value pairs separated by ',' that change its fields, e.g.
+// "zen5:q4_streams=1,q4_nta=4096" (fields as above; q8_one_thread 0 or 1). The
+// result keeps the whole spec as its name. Anything else is an error that
+// names the profiles and fields. Profiles are interned: the reference stays
+// valid for the life of the process.
+const DecodePrefetch& parse_decode_prefetch(const char* spec);
+// The profile in use: RINFER_DECODE_PREFETCH=<spec> if set (a bad spec is an
+// error), else decode_prefetch_for(cpu).
 const DecodePrefetch& decode_prefetch();
 // The profile for a CPU and a RINFER_DECODE_PREFETCH value (nullptr or "":
 // unset). AMD family 0x1A and later (Zen 5) gets "zen5", the rest "default".
 const DecodePrefetch& decode_prefetch_for(const CpuFeatures& cpu, const char* env);
-// Pins the profile by name ("default", "zen5"), e.g. to test both paths on
-// one machine; nullptr returns to the automatic choice.
-void force_decode_prefetch(const char* name);
+// Pins the profile by spec, e.g. to test both paths on one machine or to
+// A/B two settings in one process (bench_gemv_pairs --profiles); nullptr
+// returns to the automatic choice.
+void force_decode_prefetch(const char* spec);
 
 }  // namespace rinfer::kernels::cpu
