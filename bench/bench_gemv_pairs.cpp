@@ -21,8 +21,10 @@
 //   bf16 blocked BF16 GEMV (matmul_bf16_blocked, M = 1)
 //
 // Usage: bench_gemv_pairs [--threads N=2] [--rounds N=200] [--arena-mb N=1024] [--rows]
-//                         [--profile SPEC]...
+//                         [--k K=2048] [--n N=5632] [--profile SPEC]...
 //   --rows prints every round (probe, plain and kernel GB/s).
+//   --k / --n: the weight's shape (K a multiple of 128, N of 16), e.g.
+//     --n 32000 for TinyLlama's output layer.
 //   --profile (repeatable): run every kernel once per decode prefetch spec
 //     (prefetch_tuning.h, e.g. zen5 and zen5:streams=1), interleaved in
 //     each round, so that two settings are compared in the same windows.
@@ -70,7 +72,7 @@ struct Kernel {
 };
 
 [[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr, "bench_gemv_pairs: %s\nusage: bench_gemv_pairs [--threads N] [--rounds N] [--arena-mb N] [--rows] [--profile SPEC]...\n",
+  std::fprintf(stderr, "bench_gemv_pairs: %s\nusage: bench_gemv_pairs [--threads N] [--rounds N] [--arena-mb N] [--rows] [--k K] [--n N] [--profile SPEC]...\n",
                why);
   std::exit(2);
 }
@@ -86,6 +88,7 @@ long parse_positive(const char* flag, const char* v) {
 
 int main(int argc, char** argv) {
   int threads = 2, rounds = 200;
+  int64_t K = 2048, N = 5632;
   size_t arena_mb = 1024;
   bool rows = false;
   std::vector<const char*> profiles;
@@ -96,6 +99,8 @@ int main(int argc, char** argv) {
     else if (a == "--rounds") rounds = int(parse_positive("--rounds", v)), ++i;
     else if (a == "--arena-mb") arena_mb = size_t(parse_positive("--arena-mb", v)), ++i;
     else if (a == "--rows") rows = true;
+    else if (a == "--k") K = parse_positive("--k", v), ++i;
+    else if (a == "--n") N = parse_positive("--n", v), ++i;
     else if (a == "--profile" && v) profiles.push_back(v), ++i;
     else usage(("unknown argument " + a).c_str());
   }
@@ -103,11 +108,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_gemv_pairs: needs AVX-512 (the read probe and the kernels measured are AVX-512)\n");
     return 77;  // ctest: skipped on such a machine (SKIP_RETURN_CODE)
   }
-  constexpr int64_t K = 2048, N = 5632;
   constexpr size_t kProbeBytes = size_t(64) << 20;
   constexpr int kCallsPerRound = 10;
   const size_t arena_bytes = arena_mb << 20;
   if (arena_bytes < 2 * kProbeBytes) usage("--arena-mb must be at least 128");
+  if (K % 128 != 0 || N % 16 != 0) usage("--k must be a multiple of 128 and --n of 16");
 
   rinfer::ThreadPool pool(threads);
   rinfer::Buffer arena(arena_bytes);
