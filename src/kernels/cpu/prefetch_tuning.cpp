@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <deque>
 #include <mutex>
-#include <cstdlib>
 #include <string>
 #include <utility>
 
@@ -63,9 +63,7 @@ std::mutex g_interned_mutex;
 std::deque<std::pair<std::string, DecodePrefetch>> g_interned;
 
 std::atomic<const DecodePrefetch*> g_forced{nullptr};
-}  // namespace
 
-namespace {
 // parse_decode_prefetch, its errors starting with `label` and the spec in quotes.
 const DecodePrefetch& parse_spec(const char* spec, const char* label) {
   const std::string text = spec ? spec : "";
@@ -74,7 +72,7 @@ const DecodePrefetch& parse_spec(const char* spec, const char* label) {
   if (!base) fail(label, "\"", text, "\": ", kChoices);
   if (colon == std::string::npos) return *base;
   DecodePrefetch d = *base;
-  std::string rest = text.substr(colon + 1);
+  const std::string rest = text.substr(colon + 1);
   if (rest.empty()) fail(label, "\"", text, "\": nothing after ':'; ", kChoices);
   for (size_t pos = 0; pos <= rest.size();) {
     const size_t end = std::min(rest.find(',', pos), rest.size());
@@ -84,7 +82,7 @@ const DecodePrefetch& parse_spec(const char* spec, const char* label) {
     char* stop = nullptr;
     const long long v = val.empty() ? -1 : std::strtoll(val.c_str(), &stop, 10);
     if (val.empty() || *stop || v < 0 || v > (int64_t(1) << 30))
-      fail(label, "\"", text, "\": \"", item, "\" is not field=value with a value of 0 or more");
+      fail(label, "\"", text, "\": \"", item, "\" is not field=value with a value from 0 to 1073741824");
     if (int64_t* f = int_field(d, key)) {
       *f = v;
     } else if (key == "q8_one_thread" && v <= 1) {

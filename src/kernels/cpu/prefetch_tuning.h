@@ -31,7 +31,7 @@ struct DecodePrefetch {
   // Weight streams per thread, 1 or 2, per GEMV: with 2 each thread splits
   // its share of the blocks in halves and works one block of each side by
   // side, so that two runs of lines are read at once (BF16 with one x row,
-  // Q8/Q4 with up to two).
+  // Q8/Q4 with up to two; the AVX-512 GEMVs, the AVX2 ones read one).
   int bf16_streams, q8_streams, q4_streams;
 };
 
@@ -49,7 +49,7 @@ const DecodePrefetch& decode_prefetch();
 // unset). AMD family 0x1A and later (Zen 5) gets "zen5", the rest "default".
 const DecodePrefetch& decode_prefetch_for(const CpuFeatures& cpu, const char* env);
 // Pins the profile by spec, e.g. to test both paths on one machine or to
-// A/B two settings in one process (bench_gemv_pairs --profiles); nullptr
+// A/B two settings in one process (bench_gemv_pairs --profile); nullptr
 // returns to the automatic choice.
 void force_decode_prefetch(const char* spec);
 
