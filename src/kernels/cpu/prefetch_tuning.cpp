@@ -85,13 +85,14 @@ const DecodePrefetch& parse_spec(const char* spec, const char* label) {
       fail(label, "\"", text, "\": \"", item, "\" is not field=value with a value from 0 to 1073741824");
     if (int64_t* f = int_field(d, key)) {
       *f = v;
-    } else if (key == "q8_one_thread" && v <= 1) {
+    } else if (key == "q8_one_thread") {
+      if (v > 1) fail(label, "\"", text, "\": \"", item, "\": q8_one_thread is 0 or 1");
       d.q8_one_thread = v == 1;
-    } else if (int* n = streams_field(d, key); n && (v == 1 || v == 2)) {
+    } else if (int* n = streams_field(d, key)) {
+      if (v != 1 && v != 2) fail(label, "\"", text, "\": \"", item, "\": ", key, " is 1 or 2");
       *n = int(v);
     } else {
-      fail(label, "\"", text, "\": \"", item, "\": ", kChoices,
-           "; q8_one_thread is 0 or 1, *_streams 1 or 2");
+      fail(label, "\"", text, "\": \"", item, "\": unknown field; ", kChoices);
     }
     pos = end + 1;
   }
