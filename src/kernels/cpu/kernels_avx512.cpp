@@ -388,18 +388,25 @@ constexpr int kBlkRows = 8;
 // kQ4NtaPrefetch.) All this on Zen 4; Zen 5 reads faster with none
 // (DecodePrefetch, prefetch_tuning.h, holds the distance per CPU).
 constexpr int kSparsePrefetchLines = 4;
+// MG x rows against NB blocks side by side (wb[0 .. NB): NB streams of
+// weight lines, OwnedRanges::work_pairs says why; NB = 2 only with MG = 1).
 // pf: DecodePrefetch::bf16_t2 (on Zen 4 kSparsePrefetch = 12288, the distance
 // measured above), 0: no prefetch.
-template <int MG>
-void gemv_blk_group(const float* xeo, int64_t K, const uint16_t* wb, int64_t pf, float* out /* [MG][8] */) {
+template <int MG, int NB>
+void gemv_blk_group(const float* xeo, int64_t K, const uint16_t* const* wb, int64_t pf,
+                    float* out /* [NB][MG][8] */) {
   const __m512i hi_mask = _mm512_set1_epi32(int(0xffff0000u));
-  __m512 acc[MG][kBlkRows];
+  __m512 acc[NB][MG][kBlkRows];
+#pragma GCC unroll 2
+  for (int j = 0; j < NB; ++j)
 #pragma GCC unroll 3
-  for (int m = 0; m < MG; ++m)
+    for (int m = 0; m < MG; ++m)
 #pragma GCC unroll 8
-    for (int r = 0; r < kBlkRows; ++r) acc[m][r] = _mm512_setzero_ps();
-  const uint16_t* p = wb;
-  for (int64_t k = 0; k < K; k += 32, p += 32 * kBlkRows) {
+      for (int r = 0; r < kBlkRows; ++r) acc[j][m][r] = _mm512_setzero_ps();
+  const uint16_t* p[NB];
+#pragma GCC unroll 2
+  for (int j = 0; j < NB; ++j) p[j] = wb[j];
+  for (int64_t k = 0; k < K; k += 32) {
     __m512 xe[MG], xo[MG];
 #pragma GCC unroll 3
     for (int m = 0; m < MG; ++m) {
@@ -407,47 +414,33 @@ void gemv_blk_group(const float* xeo, int64_t K, const uint16_t* wb, int64_t pf,
       xo[m] = _mm512_load_ps(xeo + m * K + k + 16);
     }
 #pragma GCC unroll 8
-    for (int r = 0; r < kBlkRows; ++r) {
-      const __m512i v = _mm512_loadu_si512(p + 32 * r);
-      if (pf && r % kSparsePrefetchLines == 0)
-        _mm_prefetch(reinterpret_cast<const char*>(p + 32 * r) + pf, _MM_HINT_T2);
-      const __m512 lo = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
-      const __m512 hi = _mm512_castsi512_ps(_mm512_and_si512(v, hi_mask));
-#pragma GCC unroll 3
-      for (int m = 0; m < MG; ++m) acc[m][r] = _mm512_fmadd_ps(xo[m], hi, _mm512_fmadd_ps(xe[m], lo, acc[m][r]));
-    }
-  }
-#pragma GCC unroll 3
-  for (int m = 0; m < MG; ++m) reduce_accs<kBlkRows>(acc[m], out + m * kBlkRows);
-}
-
-// One x row against two blocks side by side (wa, wb: two streams of weight
-// lines, OwnedRanges::work_pairs says why), as gemv_blk_group<1> on each.
-void gemv_blk_pair(const float* xeo, int64_t K, const uint16_t* wa, const uint16_t* wb, int64_t pf,
-                   float* out /* [2][8] */) {
-  const __m512i hi_mask = _mm512_set1_epi32(int(0xffff0000u));
-  __m512 acc[2][kBlkRows];
-#pragma GCC unroll 2
-  for (int j = 0; j < 2; ++j)
-#pragma GCC unroll 8
-    for (int r = 0; r < kBlkRows; ++r) acc[j][r] = _mm512_setzero_ps();
-  const uint16_t* p[2] = {wa, wb};
-  for (int64_t k = 0; k < K; k += 32, p[0] += 32 * kBlkRows, p[1] += 32 * kBlkRows) {
-    const __m512 xe = _mm512_load_ps(xeo + k), xo = _mm512_load_ps(xeo + k + 16);
-#pragma GCC unroll 8
     for (int r = 0; r < kBlkRows; ++r)
 #pragma GCC unroll 2
-      for (int j = 0; j < 2; ++j) {
+      for (int j = 0; j < NB; ++j) {
         const __m512i v = _mm512_loadu_si512(p[j] + 32 * r);
         if (pf && r % kSparsePrefetchLines == 0)
           _mm_prefetch(reinterpret_cast<const char*>(p[j] + 32 * r) + pf, _MM_HINT_T2);
         const __m512 lo = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
         const __m512 hi = _mm512_castsi512_ps(_mm512_and_si512(v, hi_mask));
-        acc[j][r] = _mm512_fmadd_ps(xo, hi, _mm512_fmadd_ps(xe, lo, acc[j][r]));
+#pragma GCC unroll 3
+        for (int m = 0; m < MG; ++m)
+          acc[j][m][r] = _mm512_fmadd_ps(xo[m], hi, _mm512_fmadd_ps(xe[m], lo, acc[j][m][r]));
       }
+#pragma GCC unroll 2
+    for (int j = 0; j < NB; ++j) p[j] += 32 * kBlkRows;
   }
-  reduce_accs<kBlkRows>(acc[0], out);
-  reduce_accs<kBlkRows>(acc[1], out + kBlkRows);
+#pragma GCC unroll 2
+  for (int j = 0; j < NB; ++j)
+#pragma GCC unroll 3
+    for (int m = 0; m < MG; ++m) reduce_accs<kBlkRows>(acc[j][m], out + (j * MG + m) * kBlkRows);
+}
+
+// y[m, the 8 rows of block b] = out (+ bias).
+inline void store_blk_row(const MatmulArgs& a, const float* out, int64_t m, int64_t b) {
+  const int64_t n0 = b * kBlkRows;
+  __m256 v = _mm256_load_ps(out);
+  if (a.bias) v = _mm256_add_ps(v, _mm256_loadu_ps(a.bias + n0));
+  _mm256_storeu_ps(a.y + m * a.ldy + n0, v);
 }
 
 // y rows of 8-row blocks [b0, b1) (xeo: x in the even/odd order below).
@@ -457,21 +450,16 @@ void gemv_blk_blocks(const MatmulArgs& a, const float* xeo, int64_t pf, int64_t 
   alignas(64) float out[3 * kBlkRows];
   for (int64_t b = b0; b < b1; ++b) {
     const uint16_t* wb = w + b * kBlkRows * K;
-    const int64_t n0 = b * kBlkRows;
     for (int64_t m0 = 0; m0 < a.M; m0 += 3) {
       const int64_t mg = imin(3, a.M - m0);
       const float* xg = xeo + m0 * K;
       if (mg == 3)
-        gemv_blk_group<3>(xg, K, wb, pf, out);
+        gemv_blk_group<3, 1>(xg, K, &wb, pf, out);
       else if (mg == 2)
-        gemv_blk_group<2>(xg, K, wb, pf, out);
+        gemv_blk_group<2, 1>(xg, K, &wb, pf, out);
       else
-        gemv_blk_group<1>(xg, K, wb, pf, out);
-      for (int64_t m = 0; m < mg; ++m) {
-        __m256 v = _mm256_load_ps(out + m * kBlkRows);
-        if (a.bias) v = _mm256_add_ps(v, _mm256_loadu_ps(a.bias + n0));
-        _mm256_storeu_ps(a.y + (m0 + m) * a.ldy + n0, v);
-      }
+        gemv_blk_group<1, 1>(xg, K, &wb, pf, out);
+      for (int64_t m = 0; m < mg; ++m) store_blk_row(a, out + m * kBlkRows, m0 + m, b);
     }
   }
 }
@@ -483,13 +471,10 @@ void gemv_blk_block_pairs(const MatmulArgs& a, const float* xeo, int64_t pf, int
   const auto* w = static_cast<const uint16_t*>(a.w);
   alignas(64) float out[2 * kBlkRows];
   for (; a0 < a1 && b0 < b1; ++a0, ++b0) {
-    gemv_blk_pair(xeo, K, w + a0 * kBlkRows * K, w + b0 * kBlkRows * K, pf, out);
-    const int64_t n[2] = {a0 * kBlkRows, b0 * kBlkRows};
-    for (int j = 0; j < 2; ++j) {
-      __m256 v = _mm256_load_ps(out + j * kBlkRows);
-      if (a.bias) v = _mm256_add_ps(v, _mm256_loadu_ps(a.bias + n[j]));
-      _mm256_storeu_ps(a.y + n[j], v);
-    }
+    const uint16_t* const wb[2] = {w + a0 * kBlkRows * K, w + b0 * kBlkRows * K};
+    gemv_blk_group<1, 2>(xeo, K, wb, pf, out);
+    store_blk_row(a, out, 0, a0);
+    store_blk_row(a, out + kBlkRows, 0, b0);
   }
   gemv_blk_blocks(a, xeo, pf, a0, a1);
   gemv_blk_blocks(a, xeo, pf, b0, b1);
