@@ -14,8 +14,8 @@
 // rounds with the fastest probe (where a kernel that cannot keep up with the
 // memory shows it).
 //
-// Kernels (TinyLlama-1.1B gate_up shape, K 2048 x N 5632, weights cold:
-// each call reads another copy of a 1 GiB arena):
+// Kernels (by default the TinyLlama-1.1B gate_up shape, K 2048 x N 5632; --k/--n; weights cold:
+// each call reads another copy of the --arena-mb arena):
 //   q4   W4A8 GEMV, Q4 group 32 (matmul_q, M = 1)
 //   q8   W8A8 GEMV, Q8 group 128
 //   bf16 blocked BF16 GEMV (matmul_bf16_blocked, M = 1)

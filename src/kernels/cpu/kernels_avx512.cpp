@@ -512,8 +512,9 @@ void gemv_blocked(const MatmulArgs& a, const Runner& runner) {
       _mm512_store_ps(xeo + m * K + k + 16, _mm512_permutex2var_ps(lo, odd, hi));
     }
   const int64_t n_blocks = a.N / kBlkRows;
-  const int64_t pf = decode_prefetch().bf16_t2;
-  const bool pairs = decode_prefetch().bf16_streams == 2 && a.M == 1 && n_blocks >= 2 * runner.n_threads;
+  const DecodePrefetch& prof = decode_prefetch();
+  const int64_t pf = prof.bf16_t2;
+  const bool pairs = prof.bf16_streams == 2 && a.M == 1 && n_blocks >= 2 * runner.n_threads;
   if (runner.n_threads == 1 || n_blocks < 2) {
     if (pairs) return gemv_blk_block_pairs(a, xeo, pf, 0, n_blocks / 2, n_blocks / 2, n_blocks);
     return gemv_blk_blocks(a, xeo, pf, 0, n_blocks);
