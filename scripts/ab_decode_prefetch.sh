@@ -1,31 +1,35 @@
 #!/usr/bin/env bash
 # The decode prefetch profiles (RINFER_DECODE_PREFETCH, src/kernels/cpu/
 # prefetch_tuning.h) against each other in the model: for each precision and
-# thread count, `rinfer bench` under each profile back to back (64-token
-# prompt, 64 generated tokens, 2 samples), so that a row's two runs meet the
-# same phase of a drifting host. Needs the models of scripts/bench_precisions.sh.
+# thread count one `rinfer bench --ab-decode-prefetch PROFILES...` run, whose
+# decode steps take the profiles in turn (512-token prompt, 64 generated
+# tokens, 3 samples after 1 warm-up: 63 steps per sample), so that every
+# profile meets the same phases of a drifting host. Prints each profile's
+# median step as tokens/s and its speed against the first profile. Needs the
+# models of scripts/bench_precisions.sh.
 # Usage: scripts/ab_decode_prefetch.sh [RINFER=build/bin/rinfer]
 # Env: PRESETS="tinyllama-1.1b qwen2.5-0.5b", PRECISIONS="bf16 int8 int4 int4h8",
-#      THREADS="1 2", PROFILES="default zen5"
+#      THREADS="1 2", PROFILES="default zen5" (two or more specs)
+# (Before 2026-12-05 this script ran one whole bench per profile, back to
+# back; on this host such pairs met different bandwidth phases and their
+# ratios moved by +-15 % from run to run.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rinfer=${1:-build/bin/rinfer}
-echo "| model | weights | threads |$(for p in ${PROFILES:-default zen5}; do printf ' %s tok/s (GB/s, of probe) |' "$p"; done)"
-echo "| --- | --- | --- |$(for p in ${PROFILES:-default zen5}; do printf ' --- |'; done)"
+profiles=${PROFILES:-default zen5}
+echo "| model | weights | threads |$(for p in $profiles; do printf ' %s tok/s (speed vs first) |' "$p"; done)"
+echo "| --- | --- | --- |$(for p in $profiles; do printf ' --- |'; done)"
 for preset in ${PRESETS:-tinyllama-1.1b qwen2.5-0.5b}; do
   for prec in ${PRECISIONS:-bf16 int8 int4 int4h8}; do
     m=models/$preset-$prec
     [ -d "$m" ] || { echo "no $m: run scripts/bench_precisions.sh first" >&2; exit 1; }
     for t in ${THREADS:-1 2}; do
-      line="| $preset | $prec | $t |"
-      for p in ${PROFILES:-default zen5}; do
-        r=$(RINFER_DECODE_PREFETCH=$p "$rinfer" bench --model "$m" --prompt-len 64 --gen-len 64 --samples 2 \
-              --warmup 1 --threads "$t")
-        tps=$(sed -n 's/^  decode  *\([0-9.]*\) .*/\1/p' <<< "$r")
-        bw=$(sed -n 's/.*-> \([0-9.]*\) GB\/s while decoding = \([0-9.]*\) of \([0-9.]*\) GB\/s.*/\1 GB\/s, \2 of \3/p' <<< "$r")
-        line="$line $tps ($bw) |"
-      done
-      echo "$line"
+      # shellcheck disable=SC2086  # one argument per profile spec
+      r=$("$rinfer" bench --model "$m" --prompt-len 512 --gen-len 64 --samples 3 --warmup 1 --threads "$t" \
+            --no-roofline --ab-decode-prefetch $profiles)
+      # Rows of the A/B table: "<spec> <n> steps <ms> ms <tok/s> tok/s <GB/s> GB/s <speed>".
+      cells=$(awk '/ steps .* tok\/s .* GB\/s / {printf " %s (%s) |", $6, $10}' <<< "$r")
+      echo "| $preset | $prec | $t |$cells"
     done
   done
 done

@@ -3,8 +3,11 @@
 // weights demand (bytes per token × tokens/s) and the prefill matmul FLOP/s,
 // each divided by its roofline (read bandwidth, instruction peak) measured in
 // the same run.
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 
 #include <nlohmann/json.hpp>
 
@@ -36,6 +39,39 @@ struct Series {
     double m = mean(), s = 0;
     for (double x : v) s += (x - m) * (x - m);
     return std::sqrt(s / double(v.size() - 1));
+  }
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// --ab-decode-prefetch: the decode steps of every sample take the profiles in
+// turn (step 1 the first, step 2 the second, ...), so that each profile meets
+// the same phases of a host whose bandwidth drifts within seconds, and each
+// step's time (forward pass and sampling, between two sampled tokens) goes to
+// the profile it ran under. Whole bench runs per profile, back to back, met
+// different phases: for one pair of profiles their ratio ranged from 0.80 to
+// 1.21 over 16 rows, where steps in turn gave 1.01-1.07 (docs/performance.md).
+struct PrefetchAB {
+  std::vector<std::string> specs;
+  std::vector<std::vector<double>> step_ms;  // per profile
+  int64_t step = 0;                           // tokens sampled in this sample so far
+  std::chrono::steady_clock::time_point last;
+
+  // Called with every sampled token: the step that just ended ran under
+  // profile (step - 1) % n; the next one runs under step % n.
+  void on_token() {
+    const auto now = std::chrono::steady_clock::now();
+    if (step > 0)
+      step_ms[size_t((step - 1) % int64_t(specs.size()))].push_back(
+          std::chrono::duration<double, std::milli>(now - last).count());
+    kernels::cpu::force_decode_prefetch(specs[size_t(step % int64_t(specs.size()))].c_str());
+    ++step;
+    last = std::chrono::steady_clock::now();
   }
 };
 
@@ -92,6 +128,7 @@ nlohmann::json print_profile(const profile::PhaseTotals (&prof)[2], double peak_
 Runner add_bench(CLI::App& app) {
   struct Opts {
     std::string model, json_out;
+    std::vector<std::string> ab_specs;
     int64_t prompt_len = 128, gen_len = 128;
     int samples = 5, warmup = 1;
     double mem_bw = 0;
@@ -114,10 +151,17 @@ Runner add_bench(CLI::App& app) {
                 "Time each stage of the forward pass (qkv, attention, gate-up, lm-head, ...) during the samples and "
                 "print where a prefill and a decode step spend their time, with each stage's read rate");
   cmd->add_option("--json", o->json_out, "Write the results as JSON to this file");
+  cmd->add_option("--ab-decode-prefetch", o->ab_specs,
+                  "Decode prefetch profile specs (RINFER_DECODE_PREFETCH syntax, e.g. zen5 and zen5:q4_nta=4096; "
+                  "repeat, 2 or more) that the decode steps take in turn; prints each one's median step time")
+      ->take_all();
   add_runtime_options(cmd, o->rt);
   add_prefill_chunk_option(cmd, o->rt);
   return [o]() -> int {
     if (o->rt.kv_cache_tokens == 0) o->rt.kv_cache_tokens = o->prompt_len + o->gen_len;
+    RINFER_CHECK(o->ab_specs.empty() || o->ab_specs.size() >= 2,
+                 "--ab-decode-prefetch needs two or more profile specs, got one");
+    for (const auto& spec : o->ab_specs) kernels::cpu::parse_decode_prefetch(spec.c_str());  // a bad spec fails here
     auto s = open_session(o->model, o->rt, false);
     const auto& cfg = s->lm.config;
     RINFER_CHECK(o->prompt_len + o->gen_len <= cfg.max_position_embeddings, "--prompt-len + --gen-len (",
@@ -156,9 +200,13 @@ Runner add_bench(CLI::App& app) {
     const uint64_t wbytes = s->lm.model->weight_bytes_per_token();
     const bool measure_bw = o->roofline && o->mem_bw == 0;
     profile::set_enabled(o->profile);
+    PrefetchAB ab{o->ab_specs, std::vector<std::vector<double>>(o->ab_specs.size()), 0, {}};
+    std::function<void(int32_t)> on_token;
+    if (!ab.specs.empty()) on_token = [&ab](int32_t) { ab.on_token(); };
     for (int i = 0; i < o->samples; ++i) {
       reset_peak_rss();
-      auto r = gen.generate(prompt, go);
+      ab.step = 0;
+      auto r = gen.generate(prompt, go, on_token);
       ttft.v.push_back(r.ttft_s * 1e3);
       prefill_tps.v.push_back(double(prompt.size()) / r.prefill_s);
       prefill_s.v.push_back(r.prefill_s);
@@ -172,6 +220,7 @@ Runner add_bench(CLI::App& app) {
         bw_ratio.v.push_back(double(wbytes) * decode_tps.v.back() / 1e9 / probe_bw.v.back());
       }
     }
+    if (!ab.specs.empty()) kernels::cpu::force_decode_prefetch(nullptr);
     const profile::PhaseTotals prof[2] = {profile::totals(profile::Phase::Prefill),
                                           profile::totals(profile::Phase::Decode)};
     profile::set_enabled(false);
@@ -186,6 +235,7 @@ Runner add_bench(CLI::App& app) {
     const double prefill_gflops = prefill_gflop / prefill_s.mean();
     const double bw = double(wbytes) * decode_tps.mean() / 1e9;
     const auto& cpu = cpu_features();
+    const std::string prefetch_name = ab.specs.empty() ? kernels::cpu::decode_prefetch().name : "ab";
     nlohmann::json j = {
         {"model", s->lm.name},
         {"model_path", o->model},
@@ -218,7 +268,7 @@ Runner add_bench(CLI::App& app) {
         {"cpu_features", cpu.summary()},
         {"kernel_isa", kernels::cpu::isa_name(kernels::cpu::active_isa())},
         {"cpu_family", cpu.family},
-        {"decode_prefetch", kernels::cpu::decode_prefetch().name},
+        {"decode_prefetch", prefetch_name},
         {"rinfer_commit", RINFER_GIT_COMMIT},
     };
     // The output layer's format: quantized (convert --lm-head), the float
@@ -240,7 +290,7 @@ Runner add_bench(CLI::App& app) {
       j["matmul_path_prefill"] = prefill_path;
       qpaths = str("  matmul paths    decode ", j["matmul_path_decode"].get<std::string>(), ", prefill ",
                    j["matmul_path_prefill"].get<std::string>(), " (", j["quant"].get<std::string>(), ", group ",
-                   s->lm.group_size, "); decode prefetch ", kernels::cpu::decode_prefetch().name, "\n");
+                   s->lm.group_size, "); decode prefetch ", prefetch_name, "\n");
     } else {
       // BF16 matrices stored blocked (the converter's default) take the blocked GEMV.
       bool blocked = false;
@@ -248,8 +298,7 @@ Runner add_bench(CLI::App& app) {
       j["matmul_path_decode"] = std::string(kernels::cpu::matmul_path(1, s->lm.dtype)) + (blocked ? "-blocked" : "");
       j["matmul_path_prefill"] = prefill_path;
       qpaths = str("  matmul paths    decode ", j["matmul_path_decode"].get<std::string>(), ", prefill ",
-                   j["matmul_path_prefill"].get<std::string>(), "; decode prefetch ",
-                   kernels::cpu::decode_prefetch().name, "\n");
+                   j["matmul_path_prefill"].get<std::string>(), "; decode prefetch ", prefetch_name, "\n");
     }
     j["prefill_matmul_gflop"] = prefill_gflop;
     j["prefill_matmul_gflop_s"] = prefill_gflops;
@@ -302,6 +351,24 @@ Runner add_bench(CLI::App& app) {
       std::printf(" = %.2f of %.1f GB/s (%s)", bw_frac, mem_bw,
                   o->mem_bw > 0 ? "--mem-bw" : "read, measured after each sample");
     std::printf("\n");
+    if (!ab.specs.empty()) {
+      std::printf("  decode prefetch A/B, steps in turn (median ms per step, tokens/s, weight GB/s, vs the first):\n");
+      nlohmann::json rows = nlohmann::json::array();
+      const double first = median(ab.step_ms[0]);
+      for (size_t i = 0; i < ab.specs.size(); ++i) {
+        const double ms = median(ab.step_ms[i]);
+        const double tps = ms > 0 ? 1e3 / ms : 0;
+        std::printf("    %-36s %4zu steps %9.3f ms %9.2f tok/s %7.1f GB/s %6.3f\n", ab.specs[i].c_str(),
+                    ab.step_ms[i].size(), ms, tps, double(wbytes) * tps / 1e9, ms > 0 ? first / ms : 0.0);
+        rows.push_back({{"spec", ab.specs[i]},
+                        {"steps", ab.step_ms[i].size()},
+                        {"step_ms_median", ms},
+                        {"tokens_per_s", tps},
+                        {"weight_gb_s", double(wbytes) * tps / 1e9},
+                        {"speed_vs_first", ms > 0 ? first / ms : 0.0}});
+      }
+      j["decode_prefetch_ab"] = rows;
+    }
     if (o->profile) j["profile"] = print_profile(prof, peak, mem_bw);
     if (!o->json_out.empty()) write_file_atomic(o->json_out, j.dump(2) + "\n");
     return 0;

@@ -72,5 +72,40 @@ TEST(CliIsa, DecodePrefetchProfileIsPinnedAndReported) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
+// bench --ab-decode-prefetch: the decode steps of each sample take the
+// profiles in turn, so each gets half the steps (gen-len 7: 6 steps per
+// sample, 3 each), every one timed; one spec, or a bad one, is a one-line
+// error.
+TEST(CliIsa, BenchAbDecodePrefetchTakesTheProfilesInTurn) {
+  TempDir tmp;
+  const fs::path out = tmp.path / "bench.json";
+  CmdResult r = run_rinfer("bench --model " + quote(stories_hf()) +
+                           " --prompt-len 8 --gen-len 7 --samples 2 --warmup 0 --threads 1 --no-roofline --json " +
+                           quote(out.string()) + " --ab-decode-prefetch default zen5:q4_streams=1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = read_json(out);
+  EXPECT_EQ(j.at("decode_prefetch"), "ab");
+  const auto& rows = j.at("decode_prefetch_ab");
+  ASSERT_EQ(rows.size(), 2u) << rows.dump();
+  EXPECT_EQ(rows[0].at("spec"), "default");
+  EXPECT_EQ(rows[1].at("spec"), "zen5:q4_streams=1");
+  for (const auto& row : rows) {
+    EXPECT_EQ(row.at("steps"), 6) << row.dump();
+    EXPECT_GT(row.at("step_ms_median").get<double>(), 0.0) << row.dump();
+    EXPECT_NEAR(row.at("tokens_per_s").get<double>() * row.at("step_ms_median").get<double>(), 1e3, 1e-6);
+  }
+  EXPECT_DOUBLE_EQ(rows[0].at("speed_vs_first").get<double>(), 1.0);
+  EXPECT_NE(r.out.find("decode prefetch A/B"), std::string::npos) << r.out;
+  const std::string base = "bench --model " + quote(stories_hf()) + " --prompt-len 8 --gen-len 2 --samples 1 --warmup 0";
+  for (const auto& [args, want] :
+       {std::pair<std::string, std::string>{" --ab-decode-prefetch zen5", "--ab-decode-prefetch needs two or more"},
+        {" --ab-decode-prefetch zen5 turbo", "decode prefetch profile \"turbo\": expected default or zen5"}}) {
+    CmdResult e = run_rinfer(base + args);
+    EXPECT_NE(e.code, 0) << args;
+    EXPECT_NE(e.err.find(want), std::string::npos) << e.err;
+    EXPECT_EQ(std::count(e.err.begin(), e.err.end(), '\n'), 1) << e.err;
+  }
+}
+
 }  // namespace
 }  // namespace rinfer::test::cli
