@@ -37,7 +37,7 @@ TEST(DecodePrefetch, ProfilesDifferWhereMeasured) {
   EXPECT_TRUE(z.q8_one_thread);
   EXPECT_GT(d.q4_l2, 0);
   EXPECT_EQ(z.q4_l2, 0);
-  EXPECT_GT(z.q4_nta, d.q4_nta);
+  EXPECT_LT(z.q4_nta, d.q4_nta);  // zen5 3 KB ahead (two streams), default 4 KB
   EXPECT_EQ(d.bf16_streams, 1);
   EXPECT_EQ(d.q8_streams, 1);
   EXPECT_EQ(d.q4_streams, 1);

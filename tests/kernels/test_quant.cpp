@@ -554,7 +554,9 @@ TEST(MatmulQ, DecodePrefetchProfilesGiveTheSameBits) {
       auto q = make_qw(random_floats(rng, size_t(N * K)), N, K, K, t, gs, DType::F16);
       const auto x = random_floats(rng, size_t(M * K), -2.0f, 2.0f);
       std::vector<float> want;
-      for (const char* profile : {"default", "zen5", "zen5:q8_streams=2", "zen5:q4_streams=1"})
+      // (Q4 with nta + L2 prefetches, nta alone, L2 alone and none.)
+      for (const char* profile : {"default", "zen5", "zen5:q8_streams=2", "zen5:q4_streams=1", "default:q4_nta=0",
+                                  "zen5:q4_nta=0"})
         for (int threads : {1, 2}) {
           PrefetchScope scope(profile);
           EXPECT_STREQ(decode_prefetch().name, profile);

@@ -1796,7 +1796,7 @@ constexpr int64_t kQGemvMaxMA8 = 4;         // decode A8 GEMV: x rows in one pas
 //    +2 % per step; with T2 plus the L2 prefetch: neutral.
 //  - bench_gemv_pairs --threads 1: 0.88-0.93 -> 0.99-1.02 of a plain read.
 // kQ4NtaPrefetch = 4096 and kQ4L2Prefetch = 32768 were measured so on Zen 4;
-// Zen 5 reads faster with nta 8 KB ahead and no L2 prefetch. The distances
+// Zen 5 reads faster with nta 3 KB ahead and no L2 prefetch. The distances
 // per CPU: DecodePrefetch::q4_nta / q4_l2 (prefetch_tuning.h).
 constexpr int64_t kQ4ScalePrefetch = 2048;
 // Decode A8 GEMV on Q8 with several threads: besides the T2 prefetch

@@ -21,15 +21,17 @@ constexpr DecodePrefetch kDefault{"default", 12288, 12288, 24576, false, 4096, 3
 // 2 and 1 threads (docs/performance.md):
 //  - BF16: no prefetch, 40-43 -> 63-66 GB/s (2 threads), 20 -> 26-29 (1);
 //  - Q8: T2 only, on one thread too: 48.5 -> 52 GB/s (2), 20-23 -> 23-28 (1);
-//  - Q4: nta 8 KB ahead, no L2 prefetch: 33-36 -> 38.5-39 GB/s (2),
-//    18 -> 20 (1).
+//  - Q4: nta ahead, no L2 prefetch: 33-36 -> 38.5-39 GB/s (2), 18 -> 20
+//    (1), at 8 KB; then 3 KB ahead instead of 8 (with two streams): decode
+//    steps in turn (bench --ab-decode-prefetch), 16 int4 rows, faster in 15
+//    by 0.9-7.0 % (one -0.8 %); 4 KB and 2 KB in between.
 //  - two weight streams per thread for BF16 and Q4, one for Q8
 //    (OwnedRanges::work_pairs in kernels_avx512.cpp): in the model, tok/s
 //    with two over one, median of four back-to-back rounds per row, int4
 //    1.10-1.18 (int4 + int8 lm_head 1.07-1.15), bf16 1 thread 1.04-1.07;
 //    bf16 2 threads faster in all 12 of 12 alternations, by 2-14 %. Q8
 //    with two: 0.96-0.99 of one (int8, medians of four rounds).
-constexpr DecodePrefetch kZen5{"zen5", 0, 12288, 0, true, 8192, 0, 2, 1, 2};
+constexpr DecodePrefetch kZen5{"zen5", 0, 12288, 0, true, 3072, 0, 2, 1, 2};
 
 const DecodePrefetch* by_name(const std::string& v) {
   if (v == kDefault.name) return &kDefault;
