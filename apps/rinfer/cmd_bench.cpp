@@ -40,14 +40,14 @@ struct Series {
     for (double x : v) s += (x - m) * (x - m);
     return std::sqrt(s / double(v.size() - 1));
   }
+  double median() const {
+    if (v.empty()) return 0;
+    std::vector<double> w = v;
+    std::sort(w.begin(), w.end());
+    const size_t n = w.size();
+    return n % 2 ? w[n / 2] : 0.5 * (w[n / 2 - 1] + w[n / 2]);
+  }
 };
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // --ab-decode-prefetch: the decode steps of every sample take the profiles in
 // turn (step 1 the first, step 2 the second, ...), so that each profile meets
@@ -58,7 +58,7 @@ double median(std::vector<double> v) {
 // 1.21 over 16 rows, where steps in turn gave 1.01-1.07 (docs/performance.md).
 struct PrefetchAB {
   std::vector<std::string> specs;
-  std::vector<std::vector<double>> step_ms;  // per profile
+  std::vector<Series> step_ms;  // per profile
   int64_t step = 0;                           // tokens sampled in this sample so far
   std::chrono::steady_clock::time_point last;
 
@@ -67,7 +67,7 @@ struct PrefetchAB {
   void on_token() {
     const auto now = std::chrono::steady_clock::now();
     if (step > 0)
-      step_ms[size_t((step - 1) % int64_t(specs.size()))].push_back(
+      step_ms[size_t((step - 1) % int64_t(specs.size()))].v.push_back(
           std::chrono::duration<double, std::milli>(now - last).count());
     kernels::cpu::force_decode_prefetch(specs[size_t(step % int64_t(specs.size()))].c_str());
     ++step;
@@ -200,7 +200,7 @@ Runner add_bench(CLI::App& app) {
     const uint64_t wbytes = s->lm.model->weight_bytes_per_token();
     const bool measure_bw = o->roofline && o->mem_bw == 0;
     profile::set_enabled(o->profile);
-    PrefetchAB ab{o->ab_specs, std::vector<std::vector<double>>(o->ab_specs.size()), 0, {}};
+    PrefetchAB ab{o->ab_specs, std::vector<Series>(o->ab_specs.size()), 0, {}};
     std::function<void(int32_t)> on_token;
     if (!ab.specs.empty()) on_token = [&ab](int32_t) { ab.on_token(); };
     for (int i = 0; i < o->samples; ++i) {
@@ -354,14 +354,14 @@ Runner add_bench(CLI::App& app) {
     if (!ab.specs.empty()) {
       std::printf("  decode prefetch A/B, steps in turn (median ms per step, tokens/s, weight GB/s, vs the first):\n");
       nlohmann::json rows = nlohmann::json::array();
-      const double first = median(ab.step_ms[0]);
+      const double first = ab.step_ms[0].median();
       for (size_t i = 0; i < ab.specs.size(); ++i) {
-        const double ms = median(ab.step_ms[i]);
+        const double ms = ab.step_ms[i].median();
         const double tps = ms > 0 ? 1e3 / ms : 0;
         std::printf("    %-36s %4zu steps %9.3f ms %9.2f tok/s %7.1f GB/s %6.3f\n", ab.specs[i].c_str(),
-                    ab.step_ms[i].size(), ms, tps, double(wbytes) * tps / 1e9, ms > 0 ? first / ms : 0.0);
+                    ab.step_ms[i].v.size(), ms, tps, double(wbytes) * tps / 1e9, ms > 0 ? first / ms : 0.0);
         rows.push_back({{"spec", ab.specs[i]},
-                        {"steps", ab.step_ms[i].size()},
+                        {"steps", ab.step_ms[i].v.size()},
                         {"step_ms_median", ms},
                         {"tokens_per_s", tps},
                         {"weight_gb_s", double(wbytes) * tps / 1e9},
