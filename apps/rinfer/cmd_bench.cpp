@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -57,10 +58,9 @@ struct Series {
 // different phases: for one pair of profiles their ratio ranged from 0.80 to
 // 1.21 over 16 rows, where steps in turn gave 1.01-1.07 (docs/performance.md).
 struct PrefetchAB {
-  std::vector<std::string> specs;
-  std::vector<Series> step_ms;  // per profile
-  int64_t step = 0;                           // tokens sampled in this sample so far
-  std::chrono::steady_clock::time_point last;
+  explicit PrefetchAB(std::vector<std::string> specs_) : specs(std::move(specs_)), step_ms(specs.size()) {}
+  bool on() const { return !specs.empty(); }
+  void start_sample() { step = 0; }
 
   // Called with every sampled token: the step that just ended ran under
   // profile (step - 1) % n; the next one runs under step % n.
@@ -73,6 +73,11 @@ struct PrefetchAB {
     ++step;
     last = std::chrono::steady_clock::now();
   }
+
+  std::vector<std::string> specs;
+  std::vector<Series> step_ms;  // per profile
+  int64_t step = 0;             // tokens sampled in this sample so far
+  std::chrono::steady_clock::time_point last;
 };
 
 // The --profile tables (and their JSON): per phase, each stage's time per
@@ -200,12 +205,12 @@ Runner add_bench(CLI::App& app) {
     const uint64_t wbytes = s->lm.model->weight_bytes_per_token();
     const bool measure_bw = o->roofline && o->mem_bw == 0;
     profile::set_enabled(o->profile);
-    PrefetchAB ab{o->ab_specs, std::vector<Series>(o->ab_specs.size()), 0, {}};
+    PrefetchAB ab(o->ab_specs);
     std::function<void(int32_t)> on_token;
-    if (!ab.specs.empty()) on_token = [&ab](int32_t) { ab.on_token(); };
+    if (ab.on()) on_token = [&ab](int32_t) { ab.on_token(); };
     for (int i = 0; i < o->samples; ++i) {
       reset_peak_rss();
-      ab.step = 0;
+      ab.start_sample();
       auto r = gen.generate(prompt, go, on_token);
       ttft.v.push_back(r.ttft_s * 1e3);
       prefill_tps.v.push_back(double(prompt.size()) / r.prefill_s);
@@ -220,7 +225,7 @@ Runner add_bench(CLI::App& app) {
         bw_ratio.v.push_back(double(wbytes) * decode_tps.v.back() / 1e9 / probe_bw.v.back());
       }
     }
-    if (!ab.specs.empty()) kernels::cpu::force_decode_prefetch(nullptr);
+    if (ab.on()) kernels::cpu::force_decode_prefetch(nullptr);
     const profile::PhaseTotals prof[2] = {profile::totals(profile::Phase::Prefill),
                                           profile::totals(profile::Phase::Decode)};
     profile::set_enabled(false);
@@ -235,7 +240,7 @@ Runner add_bench(CLI::App& app) {
     const double prefill_gflops = prefill_gflop / prefill_s.mean();
     const double bw = double(wbytes) * decode_tps.mean() / 1e9;
     const auto& cpu = cpu_features();
-    const std::string prefetch_name = ab.specs.empty() ? kernels::cpu::decode_prefetch().name : "ab";
+    const std::string prefetch_name = ab.on() ? "ab" : kernels::cpu::decode_prefetch().name;
     nlohmann::json j = {
         {"model", s->lm.name},
         {"model_path", o->model},
@@ -351,7 +356,7 @@ Runner add_bench(CLI::App& app) {
       std::printf(" = %.2f of %.1f GB/s (%s)", bw_frac, mem_bw,
                   o->mem_bw > 0 ? "--mem-bw" : "read, measured after each sample");
     std::printf("\n");
-    if (!ab.specs.empty()) {
+    if (ab.on()) {
       std::printf("  decode prefetch A/B, steps in turn (median ms per step, tokens/s, weight GB/s, vs the first):\n");
       nlohmann::json rows = nlohmann::json::array();
       const double first = ab.step_ms[0].median();
