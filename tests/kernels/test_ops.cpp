@@ -206,7 +206,7 @@ void check_attention(const AttnCase& c, uint32_t seed) {
     // path (neighbours of one length, rows 0-1 and 3-4, the two-rows-at-once
     // kernels); 45 rows (a prompt's tokens x a group's heads: 7 heads per
     // length, and some empty rows) take the rows-in-lanes path in tiles of 16,
-    // 16 and 13; 140 rows below take it in two calls.
+    // 16 and 13 (the first two as a pair); 140 rows below take it in two calls.
     auto check_rows = [&](const std::vector<int64_t>& lens) {
       const int R = int(lens.size());
       std::vector<std::vector<float>> qs, refs;
@@ -245,6 +245,12 @@ void check_attention(const AttnCase& c, uint32_t seed) {
     std::vector<int64_t> prompt;
     for (int r = 0; r < 45; ++r) prompt.push_back(r >= 42 ? int64_t(r == 44) : std::max<int64_t>(0, c.n_ctx - r / 7));
     check_rows(prompt);
+    if (::testing::Test::HasFatalFailure()) return;
+    // Lane tiles go in pairs that run to the longer context of the two: a
+    // pair of a full tile and a tile of empty rows.
+    std::vector<int64_t> half_empty(32, 0);
+    std::fill_n(half_empty.begin(), 16, c.n_ctx);
+    check_rows(half_empty);
     if (::testing::Test::HasFatalFailure()) return;
     // 140 rows: more than one call's worth of lane tiles (128 rows), the
     // last 12 rows all empty (a tile with no positions at all).

@@ -390,6 +390,63 @@ TEST(MatmulQ, MultiEqualsOneCallEach) {
         }
 }
 
+void check_gate_up_silu(const std::vector<float>& x, int64_t M, int64_t K, int64_t ldx, const QuantizedWeight& wg,
+                        const QuantizedWeight& wu, const float* bg, const float* bu, int64_t N, int64_t ldy,
+                        int threads) {
+  std::vector<float> want(size_t(M * ldy), 5.0f), want_up(size_t(M * ldy), 5.0f);
+  matmul_q(x.data(), M, K, ldx, wg, bg, want.data(), ldy, pool(threads));
+  matmul_q(x.data(), M, K, ldx, wu, bu, want_up.data(), ldy, pool(threads));
+  for (int64_t m = 0; m < M; ++m) silu_mul(want.data() + m * ldy, want_up.data() + m * ldy, want.data() + m * ldy, N);
+  std::vector<float> got(size_t(M * ldy), 5.0f), up_scratch(size_t(M * ldy), 5.0f);
+  matmul_q_gate_up_silu(x.data(), M, K, ldx, {&wg, bg, got.data(), ldy}, {&wu, bu, up_scratch.data(), ldy},
+                        pool(threads));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) ASSERT_EQ(got[size_t(m * ldy + n)], want[size_t(m * ldy + n)]) << "m=" << m << " n=" << n;
+  for (int64_t m = 0; m < M; ++m)  // the padding between rows is not written
+    for (int64_t n = N; n < ldy; ++n) ASSERT_EQ(got[size_t(m * ldy + n)], 5.0f) << "m=" << m << " n=" << n;
+}
+
+// matmul_q_gate_up_silu (the gated MLP's gate and up) gives the bits of
+// matmul_q on each weight followed by silu_mul: on the VNNI GEMM one tile
+// computes a gate block and the same up block and stores silu(gate) * up;
+// the other paths go through up.y. With and without biases, N not a
+// multiple of 16, M on both sides of the GEMV limit, 1 and 2 threads.
+TEST(MatmulQ, GateUpSiluEqualsTwoMatmulsThenSilu) {
+  uint32_t seed = 1900;
+  for (QuantType t : {QuantType::Q8, QuantType::Q4})
+    for (int64_t gs : {32, 128})
+      for (int64_t M : {1, 4, 5, 9, 40})
+        for (bool with_bias : {false, true}) {
+          std::mt19937 rng(seed++);
+          const int64_t K = 2 * gs + (gs == 32 ? 64 : 0), ldx = K + 5, N = 75, ldy = N + 3;
+          const auto x = random_floats(rng, size_t(M * ldx), -2.0f, 2.0f);
+          auto wg = make_qw(random_floats(rng, size_t(N * K)), N, K, K, t, gs, DType::F16);
+          auto wu = make_qw(random_floats(rng, size_t(N * K)), N, K, K, t, gs, DType::F16);
+          const auto bg = random_floats(rng, size_t(N), -3.0f, 3.0f), bu = random_floats(rng, size_t(N));
+          const float* pbg = with_bias ? bg.data() : nullptr;
+          const float* pbu = with_bias ? bu.data() : nullptr;
+          for (Isa isa : supported_isas())
+            for (int threads : {1, 2}) {
+              IsaScope scope(isa);
+              check_gate_up_silu(x, M, K, ldx, wg->w, wu->w, pbg, pbu, N, ldy, threads);
+              ASSERT_FALSE(HasFatalFailure()) << isa_name(isa) << " " << quant_type_name(t) << " gs=" << gs << " M=" << M
+                                              << " bias=" << with_bias << " threads=" << threads;
+            }
+        }
+  // K longer than the GEMM's k-block (8192): the tile cannot see the whole
+  // sum, so the unfused path is taken.
+  std::mt19937 rng(1999);
+  const int64_t M = 9, K = 8320, N = 20;
+  const auto x = random_floats(rng, size_t(M * K), -2.0f, 2.0f);
+  auto wg = make_qw(random_floats(rng, size_t(N * K)), N, K, K, QuantType::Q4, 128, DType::F16);
+  auto wu = make_qw(random_floats(rng, size_t(N * K)), N, K, K, QuantType::Q4, 128, DType::F16);
+  for (Isa isa : supported_isas()) {
+    IsaScope scope(isa);
+    check_gate_up_silu(x, M, K, K, wg->w, wu->w, nullptr, nullptr, N, N, 2);
+    ASSERT_FALSE(HasFatalFailure()) << isa_name(isa) << " K=" << K;
+  }
+}
+
 TEST(MatmulQ, PathNames) {
   QuantizedWeight w;
   w.type = QuantType::Q4;

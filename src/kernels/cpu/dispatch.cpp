@@ -524,6 +524,38 @@ void matmul_q(const float* x, int64_t M, int64_t K, int64_t ldx, const Quantized
   }
 }
 
+void matmul_q_gate_up_silu(const float* x, int64_t M, int64_t K, int64_t ldx, const QMatmulOut& gate,
+                           const QMatmulOut& up, ThreadPool& pool) {
+  const QuantizedWeight& wg = *gate.w;
+  const QuantizedWeight& wu = *up.w;
+  RINFER_CHECK(wg.N == wu.N && wg.K == wu.K, "matmul_q_gate_up_silu: gate is ", wg.N, " x ", wg.K, " but up is ", wu.N,
+               " x ", wu.K);
+  if (M > kQGemvMaxM && active_isa() == Isa::Avx512 && has_vnni() && wg.type == wu.type &&
+      wg.group_size == wu.group_size && wg.zeros == nullptr && wu.zeros == nullptr) {
+    check_quant_shape(wg.type, wg.N, wg.K, wg.group_size, wg.scale_dtype);
+    check_quant_shape(wu.type, wu.N, wu.K, wu.group_size, wu.scale_dtype);
+    RINFER_CHECK(K == wg.K, "matmul_q: x has K = ", K, " but the weight has K = ", wg.K);
+    RINFER_CHECK(wg.data && wg.scales && wu.data && wu.scales, "matmul_q: weight without data or scales");
+    const detail::QMatmulArgs ag{x, M, K, ldx, &wg, gate.bias, gate.y, gate.ldy};
+    const detail::QMatmulArgs au{x, M, K, ldx, &wu, up.bias, up.y, up.ldy};
+    if (avx512::matmul_q_gemm_gated(ag, au, runner_for(pool))) {
+      count_macs(M, wg.N, K);
+      count_macs(M, wu.N, K);
+      return;
+    }
+  }
+  const QMatmulOut outs[2] = {gate, up};
+  matmul_q_multi(x, M, K, ldx, outs, 2, pool);
+  const int64_t N = wg.N;
+  auto rows = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) silu_mul(gate.y + r * gate.ldy, up.y + r * up.ldy, gate.y + r * gate.ldy, N);
+  };
+  if (M < 16 || pool.size() == 1)
+    rows(0, M);
+  else
+    pool.parallel_for(M, 1, [&](int64_t r0, int64_t r1, int) { rows(r0, r1); });
+}
+
 void matmul_q_multi(const float* x, int64_t M, int64_t K, int64_t ldx, const QMatmulOut* outs, int n,
                     ThreadPool& pool) {
   // Fused: the int8-activation decode GEMV, and the VNNI prefill GEMM.

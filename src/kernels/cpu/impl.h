@@ -97,6 +97,10 @@ void matmul_q_gemv_a8_multi(const detail::QMatmulArgs* as, int n, const detail::
 // Prefill W8A8/W4A8 GEMM (VNNI), as[0 .. n) as for matmul_q_gemv_a8_multi:
 // x packed once, every weight's tasks in one pool job.
 void matmul_q_gemm_multi(const detail::QMatmulArgs* as, int n, const detail::Runner& runner);
+// The gated GEMM (matmul_q_gate_up_silu): gate.y = silu(x Wg^T + bg) * (x Wu^T
+// + bu); x, M, K of gate; up.y unused. False (nothing done) where K is longer
+// than one k-block.
+bool matmul_q_gemm_gated(const detail::QMatmulArgs& gate, const detail::QMatmulArgs& up, const detail::Runner& runner);
 }  // namespace rinfer::kernels::cpu::avx512
 
 namespace rinfer::kernels::cpu::avx2 {

@@ -137,6 +137,13 @@ inline __m512 exp512(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
+// silu(g) * u per lane: silu_mul's arithmetic, shared with the gated GEMM's
+// epilogue so that both give the same bits.
+inline __m512 silu_mul16(__m512 g, __m512 u) {
+  const __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), g));
+  return _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), u);
+}
+
 // ================================================================= matmul
 constexpr int64_t kGemvMaxM = 8;  // above this, the packed GEMM path
 // GEMM register tile: kMR x-rows by kNC = 16 * kNW W-rows (2 * 12 accumulators).
@@ -1542,6 +1549,24 @@ struct LaneTile {
 // the tile's lanes: scale * q . K + slope * (j + i - (n_ctx - 1)), -inf at
 // positions >= n_ctx; stored st[i][lane], the running max updated. Four FMA
 // chains (d mod 4) keep each sum short.
+// The scores' epilogue: dot[i] (q . K of key j + i per lane) scaled, the
+// ALiBi term added, positions >= n_ctx set to -inf; stored, max updated.
+template <int KB>
+inline void lane_scores_store(LaneTile& tl, const __m512* dot, int64_t j, float scale, float* st) {
+  const __m512 n_ctx = _mm512_load_ps(tl.n_ctx), slope = _mm512_load_ps(tl.slope), vscale = _mm512_set1_ps(scale);
+  const __m512 last = _mm512_sub_ps(n_ctx, _mm512_set1_ps(1.0f)), ninf = _mm512_set1_ps(-INFINITY);
+  __m512 mx = _mm512_load_ps(tl.max);
+#pragma GCC unroll 12
+  for (int i = 0; i < KB; ++i) {
+    const __m512 pos = _mm512_set1_ps(float(j + i));
+    __m512 s = _mm512_fmadd_ps(dot[i], vscale, _mm512_mul_ps(slope, _mm512_sub_ps(pos, last)));
+    s = _mm512_mask_mov_ps(ninf, _mm512_cmp_ps_mask(pos, n_ctx, _CMP_LT_OQ), s);
+    _mm512_store_ps(st + i * kLaneRows, s);
+    mx = _mm512_max_ps(mx, s);
+  }
+  _mm512_store_ps(tl.max, mx);
+}
+
 template <int KB>
 inline void lane_scores(LaneTile& tl, const float* k, int hd, int64_t j, float scale, float* st) {
   __m512 acc[4][KB];
@@ -1562,19 +1587,9 @@ inline void lane_scores(LaneTile& tl, const float* k, int hd, int64_t j, float s
 #pragma GCC unroll 8
     for (int i = 0; i < KB; ++i) acc[0][i] = _mm512_fmadd_ps(_mm512_set1_ps(k[i * hd + d]), q, acc[0][i]);
   }
-  const __m512 n_ctx = _mm512_load_ps(tl.n_ctx), slope = _mm512_load_ps(tl.slope), vscale = _mm512_set1_ps(scale);
-  const __m512 last = _mm512_sub_ps(n_ctx, _mm512_set1_ps(1.0f)), ninf = _mm512_set1_ps(-INFINITY);
-  __m512 mx = _mm512_load_ps(tl.max);
 #pragma GCC unroll 8
-  for (int i = 0; i < KB; ++i) {
-    const __m512 pos = _mm512_set1_ps(float(j + i));
-    const __m512 dot = _mm512_add_ps(_mm512_add_ps(acc[0][i], acc[1][i]), _mm512_add_ps(acc[2][i], acc[3][i]));
-    __m512 s = _mm512_fmadd_ps(dot, vscale, _mm512_mul_ps(slope, _mm512_sub_ps(pos, last)));
-    s = _mm512_mask_mov_ps(ninf, _mm512_cmp_ps_mask(pos, n_ctx, _CMP_LT_OQ), s);
-    _mm512_store_ps(st + i * kLaneRows, s);
-    mx = _mm512_max_ps(mx, s);
-  }
-  _mm512_store_ps(tl.max, mx);
+  for (int i = 0; i < KB; ++i) acc[0][i] = _mm512_add_ps(_mm512_add_ps(acc[0][i], acc[1][i]), _mm512_add_ps(acc[2][i], acc[3][i]));
+  lane_scores_store<KB>(tl, acc[0], j, scale, st);
 }
 
 constexpr int kLaneKeys = 6;  // keys per lane_scores call: 24 accumulators
@@ -1588,6 +1603,54 @@ void lane_scores_chunk(LaneTile& tl, const float* k, int hd, int64_t j0, int64_t
     case 3: return lane_scores<3>(tl, k + i * hd, hd, j0 + i, scale, st + i * kLaneRows);
     case 4: return lane_scores<4>(tl, k + i * hd, hd, j0 + i, scale, st + i * kLaneRows);
     case 5: return lane_scores<5>(tl, k + i * hd, hd, j0 + i, scale, st + i * kLaneRows);
+    default: return;
+  }
+}
+
+// Two tiles at once (32 rows): each key element is broadcast once for both,
+// so a dimension costs 2 loads of Q^T and KB broadcasts for 2 KB FMAs (one
+// tile: 1 + KB / 4 loads... per KB FMAs, about 1.2 loads per FMA), and the
+// 2 KB accumulators are enough independent chains without splitting d.
+constexpr int kLanePairKeys = 12;  // 24 accumulators
+template <int KB>
+inline void lane_scores2(LaneTile& ta, LaneTile& tb, const float* k, int hd, int64_t j, float scale, float* sa,
+                         float* sb) {
+  __m512 acc[2][KB];
+#pragma GCC unroll 12
+  for (int i = 0; i < KB; ++i) acc[0][i] = acc[1][i] = _mm512_setzero_ps();
+  for (int d = 0; d < hd; ++d) {
+    const __m512 qa = _mm512_load_ps(ta.qt + d * kLaneRows), qb = _mm512_load_ps(tb.qt + d * kLaneRows);
+#pragma GCC unroll 12
+    for (int i = 0; i < KB; ++i) {
+      const __m512 kb = _mm512_set1_ps(k[i * hd + d]);
+      acc[0][i] = _mm512_fmadd_ps(kb, qa, acc[0][i]);
+      acc[1][i] = _mm512_fmadd_ps(kb, qb, acc[1][i]);
+    }
+  }
+  lane_scores_store<KB>(ta, acc[0], j, scale, sa);
+  lane_scores_store<KB>(tb, acc[1], j, scale, sb);
+}
+
+void lane_scores2_chunk(LaneTile& ta, LaneTile& tb, const float* k, int hd, int64_t j0, int64_t nt, float scale,
+                        float* sa, float* sb) {
+  int64_t i = 0;
+  for (; i + kLanePairKeys <= nt; i += kLanePairKeys)
+    lane_scores2<kLanePairKeys>(ta, tb, k + i * hd, hd, j0 + i, scale, sa + i * kLaneRows, sb + i * kLaneRows);
+  const float* kk = k + i * hd;
+  float *a = sa + i * kLaneRows, *b = sb + i * kLaneRows;
+  const int64_t j = j0 + i;
+  switch (nt - i) {
+    case 1: return lane_scores2<1>(ta, tb, kk, hd, j, scale, a, b);
+    case 2: return lane_scores2<2>(ta, tb, kk, hd, j, scale, a, b);
+    case 3: return lane_scores2<3>(ta, tb, kk, hd, j, scale, a, b);
+    case 4: return lane_scores2<4>(ta, tb, kk, hd, j, scale, a, b);
+    case 5: return lane_scores2<5>(ta, tb, kk, hd, j, scale, a, b);
+    case 6: return lane_scores2<6>(ta, tb, kk, hd, j, scale, a, b);
+    case 7: return lane_scores2<7>(ta, tb, kk, hd, j, scale, a, b);
+    case 8: return lane_scores2<8>(ta, tb, kk, hd, j, scale, a, b);
+    case 9: return lane_scores2<9>(ta, tb, kk, hd, j, scale, a, b);
+    case 10: return lane_scores2<10>(ta, tb, kk, hd, j, scale, a, b);
+    case 11: return lane_scores2<11>(ta, tb, kk, hd, j, scale, a, b);
     default: return;
   }
 }
@@ -1662,6 +1725,55 @@ void lane_values_chunk(const LaneTile& tl, const float* pt, const float* v, int 
   }
 }
 
+// lane_values for two tiles: each V element broadcast once for both, 2 DB
+// accumulators (one chain each).
+template <int DB>
+inline void lane_values2(const LaneTile& ta, const LaneTile& tb, const float* pa, const float* pb, const float* v,
+                         int hd, int64_t nt, int d0, bool first) {
+  __m512 a[2][DB];
+#pragma GCC unroll 12
+  for (int e = 0; e < DB; ++e) {
+    a[0][e] = first ? _mm512_setzero_ps() : _mm512_load_ps(ta.ot + (d0 + e) * kLaneRows);
+    a[1][e] = first ? _mm512_setzero_ps() : _mm512_load_ps(tb.ot + (d0 + e) * kLaneRows);
+  }
+  const float* vp = v + d0;
+  for (int64_t i = 0; i < nt; ++i, vp += hd) {
+    const __m512 p0 = _mm512_load_ps(pa + i * kLaneRows), p1 = _mm512_load_ps(pb + i * kLaneRows);
+#pragma GCC unroll 12
+    for (int e = 0; e < DB; ++e) {
+      const __m512 vb = _mm512_set1_ps(vp[e]);
+      a[0][e] = _mm512_fmadd_ps(vb, p0, a[0][e]);
+      a[1][e] = _mm512_fmadd_ps(vb, p1, a[1][e]);
+    }
+  }
+#pragma GCC unroll 12
+  for (int e = 0; e < DB; ++e) {
+    _mm512_store_ps(ta.ot + (d0 + e) * kLaneRows, a[0][e]);
+    _mm512_store_ps(tb.ot + (d0 + e) * kLaneRows, a[1][e]);
+  }
+}
+
+constexpr int kLanePairDims = 12;  // 24 accumulators
+void lane_values2_chunk(const LaneTile& ta, const LaneTile& tb, const float* pa, const float* pb, const float* v,
+                        int hd, int64_t nt, bool first) {
+  int d0 = 0;
+  for (; d0 + kLanePairDims <= hd; d0 += kLanePairDims) lane_values2<kLanePairDims>(ta, tb, pa, pb, v, hd, nt, d0, first);
+  switch (hd - d0) {
+    case 1: return lane_values2<1>(ta, tb, pa, pb, v, hd, nt, d0, first);
+    case 2: return lane_values2<2>(ta, tb, pa, pb, v, hd, nt, d0, first);
+    case 3: return lane_values2<3>(ta, tb, pa, pb, v, hd, nt, d0, first);
+    case 4: return lane_values2<4>(ta, tb, pa, pb, v, hd, nt, d0, first);
+    case 5: return lane_values2<5>(ta, tb, pa, pb, v, hd, nt, d0, first);
+    case 6: return lane_values2<6>(ta, tb, pa, pb, v, hd, nt, d0, first);
+    case 7: return lane_values2<7>(ta, tb, pa, pb, v, hd, nt, d0, first);
+    case 8: return lane_values2<8>(ta, tb, pa, pb, v, hd, nt, d0, first);
+    case 9: return lane_values2<9>(ta, tb, pa, pb, v, hd, nt, d0, first);
+    case 10: return lane_values2<10>(ta, tb, pa, pb, v, hd, nt, d0, first);
+    case 11: return lane_values2<11>(ta, tb, pa, pb, v, hd, nt, d0, first);
+    default: return;
+  }
+}
+
 // attention_rows for n_rows >= kLaneMinRows: ceil(n_rows / 16) tiles (the
 // last one may hold fewer rows, at least kLaneMinRows unless it is the only one).
 template <DType T>
@@ -1697,25 +1809,43 @@ void attention_lanes_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int k
     }
     n_max = imax(n_max, tl.n_max);
   }
+  // Tiles go in pairs (lane_scores2, lane_values2); a pair runs to the
+  // longer of its two contexts (the other tile's extra scores are -inf:
+  // probability 0).
+  for (int ti = 0; ti + 1 < n_tiles; ti += 2) tiles[ti].n_max = tiles[ti + 1].n_max = imax(tiles[ti].n_max, tiles[ti + 1].n_max);
   const int64_t ld_s = n_max * kLaneRows;  // scores / probabilities per tile: [n_max][16]
   float* st = detail::scratch(detail::kScratchAttnScores, n_tiles * ld_s);
   const KvChunks<T> kc(kv, kv_head, block_table, n_max);
   kc.prefetch_first();
   kc.for_each_chunk(false, [&](int64_t j0, int64_t pf) {
-    for (int ti = 0; ti < n_tiles; ++ti) {
+    for (int ti = 0; ti < n_tiles; ti += 2) {
       kc.prefetch(pf, ti, n_tiles);
       LaneTile& tl = tiles[ti];
-      if (tl.n_max > j0)
-        lane_scores_chunk(tl, kc.wide, hd, j0, imin(kc.chunk, tl.n_max - j0), scale, st + ti * ld_s + j0 * kLaneRows);
+      if (tl.n_max <= j0) continue;
+      const int64_t nt = imin(kc.chunk, tl.n_max - j0);
+      float* sa = st + ti * ld_s + j0 * kLaneRows;
+      if (ti + 1 < n_tiles) {
+        kc.prefetch(pf, ti + 1, n_tiles);
+        lane_scores2_chunk(tl, tiles[ti + 1], kc.wide, hd, j0, nt, scale, sa, sa + ld_s);
+      } else {
+        lane_scores_chunk(tl, kc.wide, hd, j0, nt, scale, sa);
+      }
     }
   });
   for (int ti = 0; ti < n_tiles; ++ti) lane_softmax(tiles[ti], st + ti * ld_s);
   kc.for_each_chunk(true, [&](int64_t j0, int64_t pf) {
-    for (int ti = 0; ti < n_tiles; ++ti) {
+    for (int ti = 0; ti < n_tiles; ti += 2) {
       kc.prefetch(pf, ti, n_tiles);
       const LaneTile& tl = tiles[ti];
-      if (tl.n_max > j0)
-        lane_values_chunk(tl, st + ti * ld_s + j0 * kLaneRows, kc.wide, hd, imin(kc.chunk, tl.n_max - j0), j0 == 0);
+      if (tl.n_max <= j0) continue;
+      const int64_t nt = imin(kc.chunk, tl.n_max - j0);
+      const float* pa = st + ti * ld_s + j0 * kLaneRows;
+      if (ti + 1 < n_tiles) {
+        kc.prefetch(pf, ti + 1, n_tiles);
+        lane_values2_chunk(tl, tiles[ti + 1], pa, pa + ld_s, kc.wide, hd, nt, j0 == 0);
+      } else {
+        lane_values_chunk(tl, pa, kc.wide, hd, nt, j0 == 0);
+      }
     }
   });
   for (int ti = 0; ti < n_tiles; ++ti) {  // out = O^T transposed back, times 1 / sum
@@ -2110,6 +2240,7 @@ void qgemv_a8_run(const QBlk* blk) {
 // ---------------------------------------------------------------- W8A8 GEMM
 struct QGemmCtx {
   const QMatmulArgs* a;
+  const QMatmulArgs* up = nullptr;  // gated: y = silu(x W^T + b) * (x Wup^T + bup)
   int32_t* xp;    // [m-tile][K/4][kQMR] int8 quads of quantized x
   int32_t* comp;  // [m-tile][G][kQMR]: -off * sum over the group of quantized x
   float* sx;      // [M] activation scales
@@ -2198,9 +2329,13 @@ void qgemm_pack_x_task(void* p, int64_t mt, int) {
 // C[MR rows][NV * 16 cols] (+)= sx[i] * sum_g s_g * (int dot of the group)
 // GK4 = group_size / 4, a constant so that a group's k loop is fully unrolled
 // (a runtime loop made GCC copy all accumulators every iteration).
-template <int MR, int NV, int GK4>
+// GATED (NV = 2, the whole K in one call): column block 0 is the gate's and
+// block 1 up's for the same 16 outputs, and the tile stores silu(gate) * up
+// into block 0's columns (bias: gate's, bias2: up's).
+template <int MR, int NV, int GK4, bool GATED = false>
 void qgemm_micro(const int32_t* xp, const int32_t* comp, const uint8_t* const* wp, const float* sp, int64_t n_groups,
-                 const float* sx, float* c, int64_t ldc, const __mmask16* msk, bool first, const float* bias) {
+                 const float* sx, float* c, int64_t ldc, const __mmask16* msk, bool first, const float* bias,
+                 const float* bias2) {
   constexpr int64_t gk4 = GK4;
   __m512 accf[MR][NV];
 #pragma GCC unroll 8
@@ -2237,6 +2372,18 @@ void qgemm_micro(const int32_t* xp, const int32_t* comp, const uint8_t* const* w
       for (int i = 0; i < MR; ++i) accf[i][v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acci[i][v]), sv, accf[i][v]);
     }
   }
+  if constexpr (GATED) {
+    static_assert(NV == 2, "the gated tile pairs a gate block with an up block");
+    const __m512 bg = bias ? _mm512_maskz_loadu_ps(msk[0], bias) : _mm512_setzero_ps();
+    const __m512 bu = bias2 ? _mm512_maskz_loadu_ps(msk[0], bias2) : _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const __m512 s = _mm512_set1_ps(sx[i]);
+      _mm512_mask_storeu_ps(c + i * ldc, msk[0],
+                            silu_mul16(_mm512_fmadd_ps(accf[i][0], s, bg), _mm512_fmadd_ps(accf[i][1], s, bu)));
+    }
+    return;
+  }
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) {
     const __m512 s = _mm512_set1_ps(sx[i]);
@@ -2251,25 +2398,25 @@ void qgemm_micro(const int32_t* xp, const int32_t* comp, const uint8_t* const* w
 }
 
 using QMicroFn = void (*)(const int32_t*, const int32_t*, const uint8_t* const*, const float*, int64_t,
-                          const float*, float*, int64_t, const __mmask16*, bool, const float*);
-template <int NV, int GK4>
+                          const float*, float*, int64_t, const __mmask16*, bool, const float*, const float*);
+template <int NV, int GK4, bool GATED>
 QMicroFn qmicro_for_rows(int64_t mr) {
   static_assert(kQMR == 6);
   switch (mr) {
-    case 1: return &qgemm_micro<1, NV, GK4>;
-    case 2: return &qgemm_micro<2, NV, GK4>;
-    case 3: return &qgemm_micro<3, NV, GK4>;
-    case 4: return &qgemm_micro<4, NV, GK4>;
-    case 5: return &qgemm_micro<5, NV, GK4>;
-    default: return &qgemm_micro<6, NV, GK4>;
+    case 1: return &qgemm_micro<1, NV, GK4, GATED>;
+    case 2: return &qgemm_micro<2, NV, GK4, GATED>;
+    case 3: return &qgemm_micro<3, NV, GK4, GATED>;
+    case 4: return &qgemm_micro<4, NV, GK4, GATED>;
+    case 5: return &qgemm_micro<5, NV, GK4, GATED>;
+    default: return &qgemm_micro<6, NV, GK4, GATED>;
   }
 }
-template <int NV>
+template <int NV, bool GATED = false>
 QMicroFn qmicro_for(int64_t mr, int64_t gs) {
   switch (gs) {
-    case 32: return qmicro_for_rows<NV, 8>(mr);
-    case 64: return qmicro_for_rows<NV, 16>(mr);
-    default: return qmicro_for_rows<NV, 32>(mr);
+    case 32: return qmicro_for_rows<NV, 8, GATED>(mr);
+    case 64: return qmicro_for_rows<NV, 16, GATED>(mr);
+    default: return qmicro_for_rows<NV, 32, GATED>(mr);
   }
 }
 
@@ -2287,19 +2434,22 @@ void qgemm_task(void* p, int64_t task, int) {
   float* scratch = detail::scratch(detail::kScratchPanel, 2 * c.kc / 4 * 16 + 2 * (c.kc / 32) * 16 + 16);
   uint8_t* unpacked = reinterpret_cast<uint8_t*>(scratch);
   float* sp = scratch + 2 * c.kc / 4 * 16;
-  const uint8_t* data = static_cast<const uint8_t*>(w.data);
   const __m512i low4 = _mm512_set1_epi8(15);
+  // Gated (c.up): block b of the gate and block b of up make one tile.
+  const bool gated = c.up != nullptr;
   for (int64_t kb = 0; kb < c.n_kb; ++kb) {
     const int64_t k0 = kb * c.kc, kcl = imin(c.kc, K - k0), ng = kcl / gs;
-    for (int64_t b = bb0; b < bb1; b += 2) {
-      const int nv = b + 1 < bb1 ? 2 : 1;
+    for (int64_t b = bb0; b < bb1; b += gated ? 1 : 2) {
+      const int nv = gated || b + 1 < bb1 ? 2 : 1;
       const uint8_t* wp[2];
       __mmask16 msk[2];
       for (int v = 0; v < nv; ++v) {
-        const int64_t blk = b + v;
+        const int64_t blk = gated ? b : b + v;
+        const QuantizedWeight& wv = gated && v == 1 ? *c.up->w : w;
+        const uint8_t* data = static_cast<const uint8_t*>(wv.data);
         msk[v] = tail_mask(imax(0, w.N - 16 * blk));
         for (int64_t g = 0; g < ng; ++g)
-          _mm512_store_ps(sp + (g * nv + v) * 16, load_scales16(w, (blk * G + k0 / gs + g) * 16));
+          _mm512_store_ps(sp + (g * nv + v) * 16, load_scales16(wv, (blk * G + k0 / gs + g) * 16));
         if (!q4) {
           wp[v] = data + blk * 16 * K + (k0 / 4) * 64;
         } else {
@@ -2315,12 +2465,13 @@ void qgemm_task(void* p, int64_t task, int) {
       }
       const int64_t n0 = 16 * b;
       const float* bias = a.bias ? a.bias + n0 : nullptr;
+      const float* bias2 = gated && c.up->bias ? c.up->bias + n0 : nullptr;
       for (int64_t mt = mt0; mt < mt1; ++mt) {
         const int64_t m0 = mt * kQMR, mr = imin(kQMR, a.M - m0);
         const int32_t* xp = c.xp + (mt * K4 + k0 / 4) * kQMR;
         const int32_t* cp = c.comp + (mt * G + k0 / gs) * kQMR;
-        QMicroFn fn = nv == 2 ? qmicro_for<2>(mr, gs) : qmicro_for<1>(mr, gs);
-        fn(xp, cp, wp, sp, ng, c.sx + m0, a.y + m0 * a.ldy + n0, a.ldy, msk, kb == 0, bias);
+        QMicroFn fn = gated ? qmicro_for<2, true>(mr, gs) : nv == 2 ? qmicro_for<2>(mr, gs) : qmicro_for<1>(mr, gs);
+        fn(xp, cp, wp, sp, ng, c.sx + m0, a.y + m0 * a.ldy + n0, a.ldy, msk, kb == 0, bias, bias2);
       }
     }
   }
@@ -2405,12 +2556,9 @@ void rope(float* x, int n_heads, int head_dim, int rot_dim, int64_t pos, const f
 }
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
-  const __m512 one = _mm512_set1_ps(1.0f);
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = tail_mask(n - i);
-    __m512 g = _mm512_maskz_loadu_ps(m, gate + i), u = _mm512_maskz_loadu_ps(m, up + i);
-    __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), g));
-    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), u));
+    _mm512_mask_storeu_ps(out + i, m, silu_mul16(_mm512_maskz_loadu_ps(m, gate + i), _mm512_maskz_loadu_ps(m, up + i)));
   }
 }
 
@@ -2563,6 +2711,9 @@ void matmul_q_gemv(const QMatmulArgs& a, const Runner& runner) {
 void qgemm_partition(QGemmCtx& c, int64_t T) {
   c.n_blocks = (c.a->w->N + 15) / 16;
   c.blocks_per_task = imin(kQNBlocks, imax(2, round_up((c.n_blocks + 2 * T - 1) / (2 * T), 2)));
+  if (c.up) {  // gated: a gate block and an up block per step, as much work as two blocks
+    c.blocks_per_task = imin(kQNBlocks / 2, imax(1, (c.n_blocks + 2 * T - 1) / (2 * T)));
+  }
   c.n_ntasks = (c.n_blocks + c.blocks_per_task - 1) / c.blocks_per_task;
   int64_t m_chunks = c.n_ntasks >= 2 * T ? 1 : imin(c.n_mt, (2 * T + c.n_ntasks - 1) / c.n_ntasks);
   // A few tasks that the threads do not divide leave one thread idle at the
@@ -2625,6 +2776,31 @@ void matmul_q_gemm_multi(const QMatmulArgs* as, int n, const Runner& runner) {
 }
 
 void matmul_q_gemm(const QMatmulArgs& a, const Runner& runner) { matmul_q_gemm_multi(&a, 1, runner); }
+
+bool matmul_q_gemm_gated(const QMatmulArgs& gate, const QMatmulArgs& up, const Runner& runner) {
+  if (gate.K > kQKC) return false;  // the epilogue needs the whole K in one k-block
+  QGemmCtx c{};
+  c.a = &gate;
+  c.up = &up;
+  c.n_mt = (gate.M + kQMR - 1) / kQMR;
+  c.kc = gate.K;
+  c.n_kb = 1;
+  const int64_t K4 = gate.K / 4, G = gate.K / gate.w->group_size;
+  float* buf = detail::scratch(detail::kScratchShared, c.n_mt * kQMR * (K4 + G + 1));
+  c.xp = reinterpret_cast<int32_t*>(buf);
+  c.comp = c.xp + c.n_mt * K4 * kQMR;
+  c.sx = reinterpret_cast<float*>(c.comp + c.n_mt * G * kQMR);
+  const int64_t T = runner.n_threads;
+  qgemm_partition(c, T);
+  if (T == 1) {
+    for (int64_t mt = 0; mt < c.n_mt; ++mt) qgemm_pack_x_task(&c, mt, 0);
+    for (int64_t t = 0; t < c.n_tasks; ++t) qgemm_task(&c, t, 0);
+    return true;
+  }
+  runner.run(runner.pool, c.n_mt, &qgemm_pack_x_task, &c);
+  runner.run(runner.pool, c.n_tasks, &qgemm_task, &c);
+  return true;
+}
 
 namespace {
 // One x row quantized per group for the A8 decode GEMV, as quantize_row_i8

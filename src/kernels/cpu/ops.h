@@ -257,6 +257,15 @@ constexpr int kMatmulQMultiMax = 4;
 void matmul_q_multi(const float* x, int64_t M, int64_t K, int64_t ldx, const QMatmulOut* outs, int n,
                     ThreadPool& pool);
 
+// The gated MLP's first half: gate.y = silu(x Wg^T + bg) * (x Wu^T + bu), both
+// weights N x K of one quant type and group size. On the VNNI prefill GEMM
+// one micro tile computes 16 outputs of the gate and the same 16 of up and
+// stores only their product, so up's M x N never goes through memory;
+// elsewhere matmul_q_multi writes both (up into up.y, scratch) and silu_mul
+// forms the product in gate.y. The same bits either way.
+void matmul_q_gate_up_silu(const float* x, int64_t M, int64_t K, int64_t ldx, const QMatmulOut& gate,
+                           const QMatmulOut& up, ThreadPool& pool);
+
 enum class QuantDecode : uint8_t { Auto, WeightOnly, Int8Activations };
 void set_quant_decode(QuantDecode mode);  // process-wide; Int8Activations needs VNNI or AVX2 (else weight-only)
 QuantDecode quant_decode();
