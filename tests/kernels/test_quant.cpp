@@ -163,7 +163,7 @@ TEST(Quant, SizesAndRejectedShapes) {
 
 TEST(Quant, ActivationQuantizationBitExact) {
   std::mt19937 rng(3);
-  for (int64_t n : {1, 7, 8, 15, 16, 17, 33, 64, 100, 257}) {
+  for (int64_t n : {1, 7, 8, 15, 16, 17, 33, 64, 100, 257, 4864}) {
     for (int variant = 0; variant < 5; ++variant) {
       auto x = random_floats(rng, size_t(n), -3.0f, 3.0f);
       if (variant == 1) std::fill(x.begin(), x.end(), 0.0f);
