@@ -82,6 +82,16 @@ void GqaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
     runs_.push_back({t, e - t});
     t = e;
   }
+  // Longest context first: the pool hands tasks out in order, and a prompt's
+  // last runs cost the most (causal); in token order they came last, when
+  // the other thread may have nothing left. Prompt attention per layer, the
+  // two orders in turn (512 tokens, 2 threads): qwen2.5-0.5b 2845 -> 2769
+  // us, tinyllama 5897 -> 5878. Each row's result does not depend on the
+  // order.
+  std::sort(runs_.begin(), runs_.end(), [&](const TokenRun& a, const TokenRun& b) {
+    const int64_t pa = ctx.tok_pos[a.t0 + a.n - 1], pb = ctx.tok_pos[b.t0 + b.n - 1];
+    return pa != pb ? pa > pb : a.t0 < b.t0;
+  });
   int64_t head_chunks = (group + head_tile - 1) / head_tile;
   const int64_t pairs = int64_t(runs_.size()) * NKV * head_chunks;
   if (pairs < pool.size()) head_chunks = std::min<int64_t>(group, head_chunks * ((pool.size() + pairs - 1) / pairs));
