@@ -73,14 +73,22 @@ void Decoder::forward(std::span<const BatchItem> batch, KVCache& kv, float* logi
                      cfg_.vocab_size, ")");
         tok_item_[t] = int64_t(b);
         tok_pos_[t] = batch[b].start_pos + int64_t(i);
+      }
+    // The rows come from all over the table (a blocked row is one cache line
+    // per 32 values, 512 bytes apart), so a prompt's are split over the pool.
+    for_rows(pool_, T, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const BatchItem& item = batch[size_t(tok_item_[r])];
+        const int32_t id = item.tokens[size_t(tok_pos_[r] - item.start_pos)];
         if (embed_blocked_) {
           // Row id is 32-value pieces, one per 8 x 32 tile of its 8-row group.
           const auto* e = embed_.as<uint16_t>() + (int64_t(id) / 8) * 8 * H + (id % 8) * 32;
-          for (int64_t k = 0; k < H; k += 32) convert_to_f32(DType::BF16, e + k * 8, x + t * H + k, 32);
+          for (int64_t k = 0; k < H; k += 32) convert_to_f32(DType::BF16, e + k * 8, x + r * H + k, 32);
         } else {
-          convert_to_f32(embed_.dtype, embed_.as<uint8_t>() + size_t(id) * H * esz, x + t * H, size_t(H));
+          convert_to_f32(embed_.dtype, embed_.as<uint8_t>() + size_t(id) * H * esz, x + r * H, size_t(H));
         }
       }
+    });
   }
   ForwardContext ctx{batch, tok_pos_.data(), tok_item_.data(), T, max_ctx, &kv, &pool_, &ws_};
   for (int64_t l = 0; l < int64_t(layers_.size()); ++l) {
