@@ -101,12 +101,26 @@ void Decoder::forward(std::span<const BatchItem> batch, KVCache& kv, float* logi
       profile::Scope s(profile::Stage::Residual);
       for_rows(pool_, T, [&](int64_t r0, int64_t r1) { kc::add_inplace(x + r0 * H, o + r0 * H, (r1 - r0) * H); });
     };
-    norm(L.attn_norm);
+    // x += o, then h = norm(x), row by row: the norm reads each row while
+    // the add has it in L1, and the pool runs one job instead of two. (The
+    // add's time is the norm stage's then.)
+    auto residual_norm = [&](const RMSNorm& n) {
+      profile::Scope s(profile::Stage::Norm);
+      for_rows(pool_, T, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          kc::add_inplace(x + r * H, o + r * H, H);
+          n.forward(x + r * H, 1, h + r * H);
+        }
+      });
+    };
+    if (l == 0) norm(L.attn_norm);
     L.attn->forward(h, ctx, l, o);
-    residual();
-    norm(L.ffn_norm);
+    residual_norm(L.ffn_norm);
     L.ffn->forward(h, T, o, ws_, pool_);
-    residual();
+    if (l + 1 < int64_t(layers_.size()))
+      residual_norm(layers_[size_t(l + 1)].attn_norm);
+    else
+      residual();
   }
   // Only the rows that want logits go through the final norm and the head.
   const int64_t rows = logit_rows(batch);
