@@ -2763,18 +2763,24 @@ struct MultiJob {
 // The prompt's case: x is packed once.
 using QGemmMulti = MultiJob<QGemmCtx, &qgemm_task>;
 
-void matmul_q_gemm_multi(const QMatmulArgs* as, int n, const Runner& runner) {
-  const QMatmulArgs& a = as[0];
+// A GEMM context for x of a (k-blocks of kc), its packed x in the calling
+// thread's shared scratch; the task grid is qgemm_partition's.
+QGemmCtx qgemm_ctx(const QMatmulArgs& a, int64_t kc) {
   QGemmCtx c{};
   c.a = &a;
   c.n_mt = (a.M + kQMR - 1) / kQMR;
-  c.kc = imin(kQKC, a.K);
+  c.kc = kc;
   c.n_kb = (a.K + c.kc - 1) / c.kc;
   const int64_t K4 = a.K / 4, G = a.K / a.w->group_size;
   float* buf = detail::scratch(detail::kScratchShared, c.n_mt * kQMR * (K4 + G + 1));
   c.xp = reinterpret_cast<int32_t*>(buf);
   c.comp = c.xp + c.n_mt * K4 * kQMR;
   c.sx = reinterpret_cast<float*>(c.comp + c.n_mt * G * kQMR);
+  return c;
+}
+
+void matmul_q_gemm_multi(const QMatmulArgs* as, int n, const Runner& runner) {
+  QGemmCtx c = qgemm_ctx(as[0], imin(kQKC, as[0].K));
   const int64_t T = runner.n_threads;
   QGemmMulti mc;
   for (int i = 0; i < n; ++i) {
@@ -2796,17 +2802,8 @@ void matmul_q_gemm(const QMatmulArgs& a, const Runner& runner) { matmul_q_gemm_m
 
 bool matmul_q_gemm_gated(const QMatmulArgs& gate, const QMatmulArgs& up, const Runner& runner) {
   if (gate.K > kQKC) return false;  // the epilogue needs the whole K in one k-block
-  QGemmCtx c{};
-  c.a = &gate;
+  QGemmCtx c = qgemm_ctx(gate, gate.K);
   c.up = &up;
-  c.n_mt = (gate.M + kQMR - 1) / kQMR;
-  c.kc = gate.K;
-  c.n_kb = 1;
-  const int64_t K4 = gate.K / 4, G = gate.K / gate.w->group_size;
-  float* buf = detail::scratch(detail::kScratchShared, c.n_mt * kQMR * (K4 + G + 1));
-  c.xp = reinterpret_cast<int32_t*>(buf);
-  c.comp = c.xp + c.n_mt * K4 * kQMR;
-  c.sx = reinterpret_cast<float*>(c.comp + c.n_mt * G * kQMR);
   const int64_t T = runner.n_threads;
   qgemm_partition(c, T);
   if (T == 1) {
