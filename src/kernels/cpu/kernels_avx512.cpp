@@ -1545,10 +1545,6 @@ struct LaneTile {
   static int64_t floats(int hd) { return 2 * int64_t(hd) * kLaneRows; }
 };
 
-// Scores of KB keys (wide rows k[0 .. KB)) at positions j .. j + KB - 1 for
-// the tile's lanes: scale * q . K + slope * (j + i - (n_ctx - 1)), -inf at
-// positions >= n_ctx; stored st[i][lane], the running max updated. Four FMA
-// chains (d mod 4) keep each sum short.
 // The scores' epilogue: dot[i] (q . K of key j + i per lane) scaled, the
 // ALiBi term added, positions >= n_ctx set to -inf; stored, max updated.
 template <int KB>
@@ -1567,6 +1563,10 @@ inline void lane_scores_store(LaneTile& tl, const __m512* dot, int64_t j, float 
   _mm512_store_ps(tl.max, mx);
 }
 
+// Scores of KB keys (wide rows k[0 .. KB)) at positions j .. j + KB - 1 for
+// the tile's lanes: scale * q . K + slope * (j + i - (n_ctx - 1)), -inf at
+// positions >= n_ctx; stored st[i][lane], the running max updated. Four FMA
+// chains (d mod 4) keep each sum short.
 template <int KB>
 inline void lane_scores(LaneTile& tl, const float* k, int hd, int64_t j, float scale, float* st) {
   __m512 acc[4][KB];
@@ -1608,9 +1608,10 @@ void lane_scores_chunk(LaneTile& tl, const float* k, int hd, int64_t j0, int64_t
 }
 
 // Two tiles at once (32 rows): each key element is broadcast once for both,
-// so a dimension costs 2 loads of Q^T and KB broadcasts for 2 KB FMAs (one
-// tile: 1 + KB / 4 loads... per KB FMAs, about 1.2 loads per FMA), and the
-// 2 KB accumulators are enough independent chains without splitting d.
+// so a dimension costs 2 loads of Q^T and KB broadcasts for 2 KB FMAs, 0.6
+// loads per FMA where one tile took about 1.2 (a broadcast per FMA and a
+// Q^T load per 6 keys); and the 2 KB accumulators are enough independent
+// chains without splitting d.
 constexpr int kLanePairKeys = 12;  // 24 accumulators
 template <int KB>
 inline void lane_scores2(LaneTile& ta, LaneTile& tb, const float* k, int hd, int64_t j, float scale, float* sa,
@@ -1820,12 +1821,12 @@ void attention_lanes_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int k
   kc.for_each_chunk(false, [&](int64_t j0, int64_t pf) {
     for (int ti = 0; ti < n_tiles; ti += 2) {
       kc.prefetch(pf, ti, n_tiles);
+      if (ti + 1 < n_tiles) kc.prefetch(pf, ti + 1, n_tiles);
       LaneTile& tl = tiles[ti];
       if (tl.n_max <= j0) continue;
       const int64_t nt = imin(kc.chunk, tl.n_max - j0);
       float* sa = st + ti * ld_s + j0 * kLaneRows;
       if (ti + 1 < n_tiles) {
-        kc.prefetch(pf, ti + 1, n_tiles);
         lane_scores2_chunk(tl, tiles[ti + 1], kc.wide, hd, j0, nt, scale, sa, sa + ld_s);
       } else {
         lane_scores_chunk(tl, kc.wide, hd, j0, nt, scale, sa);
@@ -1836,12 +1837,12 @@ void attention_lanes_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int k
   kc.for_each_chunk(true, [&](int64_t j0, int64_t pf) {
     for (int ti = 0; ti < n_tiles; ti += 2) {
       kc.prefetch(pf, ti, n_tiles);
+      if (ti + 1 < n_tiles) kc.prefetch(pf, ti + 1, n_tiles);
       const LaneTile& tl = tiles[ti];
       if (tl.n_max <= j0) continue;
       const int64_t nt = imin(kc.chunk, tl.n_max - j0);
       const float* pa = st + ti * ld_s + j0 * kLaneRows;
       if (ti + 1 < n_tiles) {
-        kc.prefetch(pf, ti + 1, n_tiles);
         lane_values2_chunk(tl, tiles[ti + 1], pa, pa + ld_s, kc.wide, hd, nt, j0 == 0);
       } else {
         lane_values_chunk(tl, pa, kc.wide, hd, nt, j0 == 0);
