@@ -488,12 +488,19 @@ void quantize_row_i8(const float* x, int64_t n, int8_t* q, float* scale) {
   }
 }
 
-void matmul_q(const float* x, int64_t M, int64_t K, int64_t ldx, const QuantizedWeight& w, const float* bias, float* y,
-              int64_t ldy, ThreadPool& pool) {
+namespace {
+// What every matmul_q entry point checks of a weight before x (K wide) meets it.
+void check_q_operand(const QuantizedWeight& w, int64_t K) {
   check_quant_shape(w.type, w.N, w.K, w.group_size, w.scale_dtype);
   RINFER_CHECK(K == w.K, "matmul_q: x has K = ", K, " but the weight has K = ", w.K);
   RINFER_CHECK(w.zeros == nullptr, "matmul_q: asymmetric (zero point) weights are not supported yet");
   RINFER_CHECK(w.data && w.scales, "matmul_q: weight without data or scales");
+}
+}  // namespace
+
+void matmul_q(const float* x, int64_t M, int64_t K, int64_t ldx, const QuantizedWeight& w, const float* bias, float* y,
+              int64_t ldy, ThreadPool& pool) {
+  check_q_operand(w, K);
   if (M <= 0) return;
   count_macs(M, w.N, K);
   const Isa isa = active_isa();
@@ -531,11 +538,9 @@ void matmul_q_gate_up_silu(const float* x, int64_t M, int64_t K, int64_t ldx, co
   RINFER_CHECK(wg.N == wu.N && wg.K == wu.K, "matmul_q_gate_up_silu: gate is ", wg.N, " x ", wg.K, " but up is ", wu.N,
                " x ", wu.K);
   if (M > kQGemvMaxM && active_isa() == Isa::Avx512 && has_vnni() && wg.type == wu.type &&
-      wg.group_size == wu.group_size && wg.zeros == nullptr && wu.zeros == nullptr) {
-    check_quant_shape(wg.type, wg.N, wg.K, wg.group_size, wg.scale_dtype);
-    check_quant_shape(wu.type, wu.N, wu.K, wu.group_size, wu.scale_dtype);
-    RINFER_CHECK(K == wg.K, "matmul_q: x has K = ", K, " but the weight has K = ", wg.K);
-    RINFER_CHECK(wg.data && wg.scales && wu.data && wu.scales, "matmul_q: weight without data or scales");
+      wg.group_size == wu.group_size) {
+    check_q_operand(wg, K);
+    check_q_operand(wu, K);
     const detail::QMatmulArgs ag{x, M, K, ldx, &wg, gate.bias, gate.y, gate.ldy};
     const detail::QMatmulArgs au{x, M, K, ldx, &wu, up.bias, up.y, up.ldy};
     if (avx512::matmul_q_gemm_gated(ag, au, runner_for(pool))) {

@@ -2728,10 +2728,10 @@ void matmul_q_gemv(const QMatmulArgs& a, const Runner& runner) {
 // The row-block x m-tile tasks of one matrix (c.a, c.n_mt, c.kc set).
 void qgemm_partition(QGemmCtx& c, int64_t T) {
   c.n_blocks = (c.a->w->N + 15) / 16;
-  c.blocks_per_task = imin(kQNBlocks, imax(2, round_up((c.n_blocks + 2 * T - 1) / (2 * T), 2)));
-  if (c.up) {  // gated: a gate block and an up block per step, as much work as two blocks
-    c.blocks_per_task = imin(kQNBlocks / 2, imax(1, (c.n_blocks + 2 * T - 1) / (2 * T)));
-  }
+  // Steps of two blocks (gated: a gate block and the same up block, counted
+  // as one), about two tasks per thread.
+  const int64_t per_task = (c.n_blocks + 2 * T - 1) / (2 * T);
+  c.blocks_per_task = c.up ? imin(kQNBlocks / 2, imax(1, per_task)) : imin(kQNBlocks, imax(2, round_up(per_task, 2)));
   c.n_ntasks = (c.n_blocks + c.blocks_per_task - 1) / c.blocks_per_task;
   int64_t m_chunks = c.n_ntasks >= 2 * T ? 1 : imin(c.n_mt, (2 * T + c.n_ntasks - 1) / c.n_ntasks);
   // A few tasks that the threads do not divide leave one thread idle at the
@@ -2780,6 +2780,18 @@ QGemmCtx qgemm_ctx(const QMatmulArgs& a, int64_t kc) {
   return c;
 }
 
+// Pack x (one task per m-tile), then run n_tasks of task on ctx: two pool
+// jobs, or inline on one thread.
+void qgemm_run(QGemmCtx& c, int64_t n_tasks, detail::TaskFn task, void* ctx, const Runner& runner) {
+  if (runner.n_threads == 1) {
+    for (int64_t mt = 0; mt < c.n_mt; ++mt) qgemm_pack_x_task(&c, mt, 0);
+    for (int64_t t = 0; t < n_tasks; ++t) task(ctx, t, 0);
+    return;
+  }
+  runner.run(runner.pool, c.n_mt, &qgemm_pack_x_task, &c);
+  runner.run(runner.pool, n_tasks, task, ctx);
+}
+
 void matmul_q_gemm_multi(const QMatmulArgs* as, int n, const Runner& runner) {
   QGemmCtx c = qgemm_ctx(as[0], imin(kQKC, as[0].K));
   const int64_t T = runner.n_threads;
@@ -2790,13 +2802,7 @@ void matmul_q_gemm_multi(const QMatmulArgs* as, int n, const Runner& runner) {
     qgemm_partition(mc.ctx[i], T);
     mc.first_task[i + 1] = mc.first_task[i] + mc.ctx[i].n_tasks;
   }
-  if (T == 1) {
-    for (int64_t mt = 0; mt < c.n_mt; ++mt) qgemm_pack_x_task(&c, mt, 0);
-    for (int64_t t = 0; t < mc.first_task[n]; ++t) QGemmMulti::task(&mc, t, 0);
-    return;
-  }
-  runner.run(runner.pool, c.n_mt, &qgemm_pack_x_task, &c);
-  runner.run(runner.pool, mc.first_task[n], &QGemmMulti::task, &mc);
+  qgemm_run(c, mc.first_task[n], &QGemmMulti::task, &mc, runner);
 }
 
 void matmul_q_gemm(const QMatmulArgs& a, const Runner& runner) { matmul_q_gemm_multi(&a, 1, runner); }
@@ -2805,15 +2811,8 @@ bool matmul_q_gemm_gated(const QMatmulArgs& gate, const QMatmulArgs& up, const R
   if (gate.K > kQKC) return false;  // the epilogue needs the whole K in one k-block
   QGemmCtx c = qgemm_ctx(gate, gate.K);
   c.up = &up;
-  const int64_t T = runner.n_threads;
-  qgemm_partition(c, T);
-  if (T == 1) {
-    for (int64_t mt = 0; mt < c.n_mt; ++mt) qgemm_pack_x_task(&c, mt, 0);
-    for (int64_t t = 0; t < c.n_tasks; ++t) qgemm_task(&c, t, 0);
-    return true;
-  }
-  runner.run(runner.pool, c.n_mt, &qgemm_pack_x_task, &c);
-  runner.run(runner.pool, c.n_tasks, &qgemm_task, &c);
+  qgemm_partition(c, runner.n_threads);
+  qgemm_run(c, c.n_tasks, &qgemm_task, &c, runner);
   return true;
 }
 
