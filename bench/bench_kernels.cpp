@@ -507,6 +507,8 @@ void register_all() {
       [=](benchmark::State& st) { BM_Attention(st, DType::BF16, 512, 64, 4, 32, true); }, kc::Isa::Avx2);
   reg("attention/cold/bf16/32q4kv_hd64/ctx512/rows/avx2",
       [=](benchmark::State& st) { BM_AttentionCold(st, DType::BF16, 512, 64, 4, 32); }, kc::Isa::Avx2);
+  reg("attention/bf16/14q2kv_hd64/ctx512/rows",
+      [=](benchmark::State& st) { BM_Attention(st, DType::BF16, 512, 64, 2, 14, true); }, best);
   reg("attention/cold/bf16/14q2kv_hd64/ctx512/rows",
       [=](benchmark::State& st) { BM_AttentionCold(st, DType::BF16, 512, 64, 2, 14); }, best);
   reg("attention/cold/bf16/16q16kv_hd128/ctx512/rows",

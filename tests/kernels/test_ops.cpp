@@ -242,6 +242,16 @@ void check_attention(const AttnCase& c, uint32_t seed) {
     };
     check_rows({c.n_ctx, c.n_ctx, std::max<int64_t>(0, c.n_ctx - 1), c.n_ctx / 2, c.n_ctx / 2, 1, 0, c.n_ctx});
     if (::testing::Test::HasFatalFailure()) return;
+    // Decode: one token's GQA group of heads, all of one length (7: score
+    // passes of 3 + 2 + 2 rows, value passes of 4 + 3; 6: 3 + 3 and 4 + 2),
+    // and runs of 5 and 3 rows of two lengths (scores 3 + 2 + 3).
+    check_rows(std::vector<int64_t>(7, c.n_ctx));
+    if (::testing::Test::HasFatalFailure()) return;
+    check_rows(std::vector<int64_t>(6, c.n_ctx));
+    if (::testing::Test::HasFatalFailure()) return;
+    const int64_t shorter = std::max<int64_t>(0, c.n_ctx - 3);
+    check_rows({c.n_ctx, c.n_ctx, c.n_ctx, c.n_ctx, c.n_ctx, shorter, shorter, shorter});
+    if (::testing::Test::HasFatalFailure()) return;
     std::vector<int64_t> prompt;
     for (int r = 0; r < 45; ++r) prompt.push_back(r >= 42 ? int64_t(r == 44) : std::max<int64_t>(0, c.n_ctx - r / 7));
     check_rows(prompt);

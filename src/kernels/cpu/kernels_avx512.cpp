@@ -1323,10 +1323,18 @@ void attention_rows_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv
 // attention/cold/bf16 32q4kv_hd64/ctx512/rows 86-95 -> 70-74 us,
 // 16q16kv_hd128 385-442 -> 223-224 us.
 //
-// Rows are taken in pairs for the scores (each K load feeds both) and in
-// groups of RV for the values; the head's blocks are walked in order, K then
-// V, and the first row pair / group prefetches kAttnPrefetchBytes ahead into
-// L2 (the other rows find the blocks there).
+// Rows are taken in groups of up to 3 of one context length for the scores
+// (each K load feeds all of them) and of RV for the values, the rows left
+// over as one group (a GQA group of 7 heads: scores 3 + 2 + 2, values 4 + 3;
+// single rows' passes are bound by the latency of their few accumulator
+// chains); the head's blocks are walked in order, K then V, and the first
+// group prefetches kAttnPrefetchBytes ahead into L2 (the other rows find the
+// blocks there). The softmax's exponentials go straight to BF16 hi / lo and
+// the value sums are scaled by 1 / sum at the end. Against pairs of rows,
+// single left-over rows and a separate softmax (bench_kernels, binaries in
+// turn, 6 rounds, best of 5 each): attention/cold/bf16/14q2kv_hd64/ctx512
+// 35.6 -> 33.6 us (faster in 6 of 6), 16q16kv_hd128 263 -> 240 us,
+// 32q4kv_hd64 alike (8 rows: groups 3 + 3 + 2 and 4 + 4).
 inline __m512 bf16_to_f32(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
 
 // 32 floats x[0 .. 32) as hi + lo, each 32 BF16 in order.
@@ -1395,11 +1403,18 @@ inline void bd_block_values(const uint16_t* const* ph, const uint16_t* const* pl
   }
 }
 
+// Rows in one call of the row path at most (attention_rows gives it fewer
+// than kLaneMinRows; more are taken in calls of this many).
+constexpr int kBf16DotMaxRows = 11;
+
 template <int NV>
 void attention_rows_bf16dot(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_head,
                             const int32_t* block_table, float scale) {
   constexpr int hd = 32 * NV;
-  constexpr int RV = NV <= 2 ? 4 : 2;  // rows per value pass: RV x NV x 2 accumulators
+  constexpr int RV = NV <= 2 ? 4 : 2;  // rows per value group: RV x NV x 2 accumulators
+  constexpr int RS = NV <= 2 ? 3 : 2;  // rows per score group: RS x 4 accumulators
+  for (; n_rows > kBf16DotMaxRows; rows += kBf16DotMaxRows, n_rows -= kBf16DotMaxRows)
+    attention_rows_bf16dot<NV>(rows, kBf16DotMaxRows, kv, kv_head, block_table, scale);
   const int bs = kv.block_size;
   int64_t n_max = 0;
   for (int r = 0; r < n_rows; ++r) n_max = imax(n_max, rows[r].n_ctx);
@@ -1408,10 +1423,12 @@ void attention_rows_bf16dot(const AttnRow* rows, int n_rows, const PagedKV& kv, 
       for (int d = 0; d < hd; ++d) rows[r].out[d] = 0.0f;
     return;
   }
-  // Scores [row][ld_s] f32; the probabilities [row][hi, lo][ld_s] BF16, zero
-  // from the row's n_ctx on (room for the odd last key's partner).
+  // Scores [row][ld_s] f32 (then 1 / the softmax's sum per row); the
+  // exponentials [row][hi, lo][ld_s] BF16, zero from the row's n_ctx on
+  // (room for the odd last key's partner).
   const int64_t ld_s = (n_max + 2 + 15) / 16 * 16;
-  float* scores = detail::scratch(detail::kScratchAttnScores, int64_t(n_rows) * ld_s);
+  float* scores = detail::scratch(detail::kScratchAttnScores, int64_t(n_rows) * (ld_s + 1));
+  float* inv_sum = scores + int64_t(n_rows) * ld_s;
   auto* probs = reinterpret_cast<uint16_t*>(detail::scratch(detail::kScratchAttnBlock, int64_t(n_rows) * ld_s));
   const auto* K = static_cast<const uint16_t*>(kv.k);
   const auto* V = static_cast<const uint16_t*>(kv.v);
@@ -1428,47 +1445,79 @@ void attention_rows_bf16dot(const AttnRow* rows, int n_rows, const PagedKV& kv, 
   };
   for (int64_t s = 0; s < ahead; ++s) prefetch(s);
 
-  // Scores, two rows at a time (one when the next row's length differs).
-  for (int r = 0; r < n_rows;) {
-    const AttnRow& ra = rows[r];
-    const bool two = r + 1 < n_rows && rows[r + 1].n_ctx == ra.n_ctx;
-    const AttnRow& rb = two ? rows[r + 1] : ra;
-    __m512bh q[2][2 * NV];
+  // Each row's q as BF16 hi / lo parts, and the score groups: up to RS
+  // neighbouring rows of one context length (4 as 2 + 2, not 3 + 1).
+  __m512bh q[kBf16DotMaxRows][2 * NV];
+  int group_row[kBf16DotMaxRows], group_size[kBf16DotMaxRows], n_groups = 0;
+  for (int r = 0; r < n_rows; ++r)
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) {
-      split_bf16x32(ra.q + 32 * v, &q[0][v], &q[0][NV + v]);
-      split_bf16x32(rb.q + 32 * v, &q[1][v], &q[1][NV + v]);
-    }
-    const float slopes[2] = {ra.alibi_slope, rb.alibi_slope};
-    for (int64_t b = 0, j = 0; j < ra.n_ctx; ++b, j += bs) {
-      if (r == 0) prefetch(b + ahead);
-      const uint16_t* kb = K + head_first_row(kv, block_table, kv_head, b) * hd;
-      const int64_t nt = imin(bs, ra.n_ctx - j);
-      float* const outs[2] = {scores + r * ld_s + j, two ? scores + (r + 1) * ld_s + j : nullptr};
-      if (two)
-        bd_block_scores<NV, 2>(q, kb, nt, j, ra.n_ctx, scale, slopes, outs);
-      else
-        bd_block_scores<NV, 1>(q, kb, nt, j, ra.n_ctx, scale, slopes, outs);
-    }
-    r += two ? 2 : 1;
+    for (int v = 0; v < NV; ++v) split_bf16x32(rows[r].q + 32 * v, &q[r][v], &q[r][NV + v]);
+  for (int r = 0; r < n_rows;) {
+    int m = 1;
+    while (r + m < n_rows && rows[r + m].n_ctx == rows[r].n_ctx) ++m;
+    const int g = m == 4 ? 2 : imin(RS, m);
+    group_row[n_groups] = r;
+    group_size[n_groups++] = g;
+    r += g;
   }
+  // Scores, group by group, each over all its blocks; the first group
+  // prefetches the blocks ahead (K, then the first of V), the others find K
+  // in L2. (Walking the blocks once with every group on each block, K read
+  // from memory once, measured slower: bench_kernels attention/cold.)
+  auto group_scores = [&]<int R>(int r0) {
+    const int64_t n_ctx = rows[r0].n_ctx;
+    float slopes[R];
+    float* base[R];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i) {
+      slopes[i] = rows[r0 + i].alibi_slope;
+      base[i] = scores + (r0 + i) * ld_s;
+    }
+    for (int64_t b = 0, j = 0; j < n_ctx; ++b, j += bs) {
+      if (r0 == 0) prefetch(b + ahead);
+      float* outs[R];
+#pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) outs[i] = base[i] + j;
+      bd_block_scores<NV, R>(&q[r0], K + head_first_row(kv, block_table, kv_head, b) * hd, imin(bs, n_ctx - j), j,
+                             n_ctx, scale, slopes, outs);
+    }
+  };
+  for (int g = 0; g < n_groups; ++g) {
+    switch (group_size[g]) {
+      case 3: if constexpr (RS >= 3) group_scores.template operator()<3>(group_row[g]); break;
+      case 2: group_scores.template operator()<2>(group_row[g]); break;
+      default: group_scores.template operator()<1>(group_row[g]); break;
+    }
+  }
+  // The softmax's exponentials, exp(s - max), as BF16 hi / lo straight from
+  // the scores (one pass after the max), and 1 / their sum per row, which
+  // the value sums take at the end: no normalizing pass over the row.
   for (int r = 0; r < n_rows; ++r) {
-    float* sr = scores + r * ld_s;
+    const float* sr = scores + r * ld_s;
     uint16_t* ph = probs + 2 * r * ld_s;
     const int64_t n = rows[r].n_ctx;
-    if (n > 0) softmax(sr, n);
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    for (int64_t i = 0; i < n; i += 16) mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, tail_mask(n - i), sr + i));
+    const __m512 vmax = _mm512_set1_ps(n > 0 ? _mm512_reduce_max_ps(mx) : 0.0f);
+    __m512d sum[2] = {_mm512_setzero_pd(), _mm512_setzero_pd()};
     for (int64_t i = 0; i < ld_s; i += 16) {
-      const __m512 x = _mm512_maskz_loadu_ps(tail_mask(imax(0, n - i)), sr + i);
-      const __m256i h = (__m256i)_mm512_cvtneps_pbh(x);
+      const __mmask16 m = tail_mask(imax(0, n - i));
+      const __m512 e = _mm512_maskz_mov_ps(m, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, sr + i), vmax)));
+      const int k = int(i / 16) & 1;  // two chains of double adds
+      sum[k] = _mm512_add_pd(sum[k], _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(e)),
+                                                   _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1))));
+      const __m256i h = (__m256i)_mm512_cvtneps_pbh(e);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(ph + i), h);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(ph + ld_s + i),
-                          (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(x, bf16_to_f32(h))));
+                          (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(e, bf16_to_f32(h))));
     }
+    inv_sum[r] = n > 0 ? float(1.0 / _mm512_reduce_add_pd(_mm512_add_pd(sum[0], sum[1]))) : 0.0f;
   }
-  // Values, RV rows at a time, each group over its longest context.
+  // Values, RV rows at a time (the rest as one group), each group over its
+  // longest context; the first group prefetches V ahead.
   const __m512i lo_idx = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
   const __m512i hi_idx = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
-  auto values = [&]<int R>(int r0) {
+  auto group_values = [&]<int R>(int r0) {
     __m512 acc[R][NV][2];
     int64_t n_grp = 0;
     const uint16_t *ph[R], *pl[R];
@@ -1485,20 +1534,28 @@ void attention_rows_bf16dot(const AttnRow* rows, int n_rows, const PagedKV& kv, 
       bd_block_values<NV, R>(ph, pl, V + head_first_row(kv, block_table, kv_head, b) * hd, imin(bs, n_grp - j), j, acc);
     }
     // Lane 4L + i of acc[.][v][0] holds d = 32 v + 8 L + i, of acc[.][v][1]
-    // d = 32 v + 8 L + 4 + i (vpunpck[lh]wd work within 128-bit lanes).
+    // d = 32 v + 8 L + 4 + i (vpunpck[lh]wd work within 128-bit lanes);
+    // the softmax's 1 / sum applies here.
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       float* out = rows[r0 + r].out;
+      const __m512 inv = _mm512_set1_ps(inv_sum[r0 + r]);
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) {
-        _mm512_storeu_ps(out + 32 * v, _mm512_permutex2var_ps(acc[r][v][0], lo_idx, acc[r][v][1]));
-        _mm512_storeu_ps(out + 32 * v + 16, _mm512_permutex2var_ps(acc[r][v][0], hi_idx, acc[r][v][1]));
+        _mm512_storeu_ps(out + 32 * v, _mm512_mul_ps(_mm512_permutex2var_ps(acc[r][v][0], lo_idx, acc[r][v][1]), inv));
+        _mm512_storeu_ps(out + 32 * v + 16,
+                         _mm512_mul_ps(_mm512_permutex2var_ps(acc[r][v][0], hi_idx, acc[r][v][1]), inv));
       }
     }
   };
   int r0 = 0;
-  for (; r0 + RV <= n_rows; r0 += RV) values.template operator()<RV>(r0);
-  for (; r0 < n_rows; ++r0) values.template operator()<1>(r0);
+  for (; r0 + RV <= n_rows; r0 += RV) group_values.template operator()<RV>(r0);
+  switch (n_rows - r0) {
+    case 3: if constexpr (RV > 3) group_values.template operator()<3>(r0); break;
+    case 2: if constexpr (RV > 2) group_values.template operator()<2>(r0); break;
+    case 1: group_values.template operator()<1>(r0); break;
+    default: break;
+  }
 }
 
 bool attention_rows_bf16dot_any(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_head,
