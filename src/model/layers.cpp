@@ -21,6 +21,18 @@ void forward_linears(const float* x, int64_t rows, std::initializer_list<std::pa
     kernels::cpu::matmul_q_multi(x, rows, in, in, outs, n, pool);
     return;
   }
+  // All blocked BF16 (the converter's bf16 output): one job as well.
+  kernels::cpu::Bf16BlockedOut bouts[kernels::cpu::kMatmulQMultiMax];
+  bool all_blocked = linears.size() <= size_t(kernels::cpu::kMatmulQMultiMax);
+  n = 0;
+  for (const auto& [l, y] : linears) {
+    all_blocked = all_blocked && l->blocked && !l->quantized && l->in == in;
+    if (all_blocked) bouts[n++] = {static_cast<const uint16_t*>(l->weight.data), l->out, l->bias, y, l->out};
+  }
+  if (all_blocked) {
+    kernels::cpu::matmul_bf16_blocked_multi(x, rows, in, in, bouts, n, pool);
+    return;
+  }
   for (const auto& [l, y] : linears) l->forward(x, rows, y, pool);
 }
 

@@ -51,7 +51,8 @@ struct Linear {
 
 // Several Linears of one input (a layer's q/k/v, gate/up): outs[i] = x
 // W_i^T + b_i. When all are quantized they go to matmul_q_multi (at decode:
-// x quantized once, one pool job); otherwise one forward each.
+// x quantized once, one pool job), when all are blocked BF16 to
+// matmul_bf16_blocked_multi (likewise); otherwise one forward each.
 void forward_linears(const float* x, int64_t rows, std::initializer_list<std::pair<const Linear*, float*>> linears,
                      ThreadPool& pool);
 

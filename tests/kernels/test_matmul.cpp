@@ -284,5 +284,51 @@ TEST(Matmul, BlockedBf16DecodePrefetchProfilesGiveTheSameBits) {
   }
 }
 
+// matmul_bf16_blocked_multi (one x, several blocked BF16 weights) gives each
+// weight exactly the result of its own matmul_bf16_blocked call: at decode
+// (M <= 8: the blocks of all matrices one sequence; with two streams per
+// thread a pair of blocks can straddle two matrices, N = 96 + 8 + 24 is 12 +
+// 1 + 3 blocks) and at prefill (one task grid; M = 40 and 150 take the
+// small-M and the general blocking), in both BF16 GEMM modes.
+TEST(Matmul, BlockedBf16MultiEqualsOneCallEach) {
+  std::mt19937 rng(1500);
+  const int64_t K = 1088, ldx = K + 3;
+  const int64_t Ns[3] = {96, 8, 24};
+  std::vector<std::vector<uint16_t>> ws;
+  std::vector<std::vector<float>> biases;
+  for (int i = 0; i < 3; ++i) {
+    const auto w = make_typed(DType::BF16, random_floats(rng, size_t(Ns[i] * K)));
+    ws.emplace_back(size_t(Ns[i] * K));
+    block_bf16(static_cast<const uint16_t*>(w.data()), Ns[i], K, ws.back().data());
+    biases.push_back(random_floats(rng, size_t(Ns[i])));
+  }
+  for (int64_t M : {1, 3, 9, 40, 150}) {
+    const auto x = random_floats(rng, size_t(M * ldx));
+    for (Isa isa : supported_isas())
+      for (Bf16Gemm mode : {Bf16Gemm::F32Fma, Bf16Gemm::Bf16Dot})
+        for (const char* profile : {"default:bf16_streams=2", "default:bf16_streams=1"})
+          for (int threads : {1, 2}) {
+            IsaScope scope(isa);
+            Bf16GemmScope gemm_mode(mode);
+            PrefetchScope pscope(profile);
+            std::vector<std::vector<float>> want(3), got(3);
+            Bf16BlockedOut outs[3];
+            for (int i = 0; i < 3; ++i) {
+              const int64_t ldy = Ns[i] + 5;
+              want[i].assign(size_t(M * ldy), 0.0f);
+              got[i].assign(size_t(M * ldy), 0.0f);
+              const float* b = i == 1 ? nullptr : biases[size_t(i)].data();
+              matmul_bf16_blocked(x.data(), M, K, ldx, ws[size_t(i)].data(), Ns[i], b, want[i].data(), ldy,
+                                  pool(threads));
+              outs[i] = {ws[size_t(i)].data(), Ns[i], b, got[i].data(), ldy};
+            }
+            matmul_bf16_blocked_multi(x.data(), M, K, ldx, outs, 3, pool(threads));
+            for (int i = 0; i < 3; ++i)
+              ASSERT_EQ(got[i], want[i]) << isa_name(isa) << " M=" << M << " mode=" << int(mode) << " " << profile
+                                         << " threads=" << threads << " weight " << i;
+          }
+  }
+}
+
 }  // namespace
 }  // namespace rinfer::kernels::cpu::testing

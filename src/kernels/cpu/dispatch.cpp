@@ -264,6 +264,28 @@ void matmul_bf16_blocked(const float* x, int64_t M, int64_t K, int64_t ldx, cons
   });
 }
 
+void matmul_bf16_blocked_multi(const float* x, int64_t M, int64_t K, int64_t ldx, const Bf16BlockedOut* outs, int n,
+                               ThreadPool& pool) {
+  RINFER_CHECK(n >= 0 && n <= kMatmulQMultiMax, "matmul_bf16_blocked_multi: ", n, " matrices, at most ",
+               kMatmulQMultiMax);
+  if (active_isa() != Isa::Avx512 || M <= 0 || n == 0) {
+    for (int i = 0; i < n; ++i)
+      matmul_bf16_blocked(x, M, K, ldx, outs[i].w, outs[i].N, outs[i].bias, outs[i].y, outs[i].ldy, pool);
+    return;
+  }
+  const bool dot = M > kGemvMaxRows && bf16_gemm_uses_dot();
+  detail::MatmulArgs as[kMatmulQMultiMax];
+  for (int i = 0; i < n; ++i) {
+    const Bf16BlockedOut& o = outs[i];
+    RINFER_CHECK(bf16_blockable(o.N, K), "matmul_bf16_blocked_multi: ", o.N, " x ", K,
+                 " is not a multiple of 8 x 32");
+    count_macs(M, o.N, K);
+    as[i] = detail::MatmulArgs{x, M, K, ldx, o.w, DType::BF16, o.N, o.bias, o.y, o.ldy, dot};
+    as[i].bf16_blocked = true;
+  }
+  avx512::matmul_bf16_blocked_multi(as, n, runner_for(pool));
+}
+
 void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* y) {
   switch (active_isa()) {
     case Isa::Avx512: return avx512::rmsnorm(x, weight, n, eps, y);

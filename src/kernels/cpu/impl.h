@@ -94,6 +94,10 @@ namespace rinfer::kernels::cpu::avx512 {
 void matmul_q_gemv_a8(const detail::QMatmulArgs& a, const detail::Runner& runner);
 // as[0 .. n): one x (x, M, K, ldx of as[0]), weights of one type and group size.
 void matmul_q_gemv_a8_multi(const detail::QMatmulArgs* as, int n, const detail::Runner& runner);
+// Blocked BF16 matrices of one x (x, M, K, ldx of as[0]; all bf16_blocked,
+// one bf16_dot): the decode GEMV or the prefill GEMM of all of them as one
+// job (matmul_bf16_blocked_multi in ops.h).
+void matmul_bf16_blocked_multi(const detail::MatmulArgs* as, int n, const detail::Runner& runner);
 // Prefill W8A8/W4A8 GEMM (VNNI), as[0 .. n) as for matmul_q_gemv_a8_multi:
 // x packed once, every weight's tasks in one pool job.
 void matmul_q_gemm_multi(const detail::QMatmulArgs* as, int n, const detail::Runner& runner);

@@ -471,43 +471,62 @@ void gemv_blk_blocks(const MatmulArgs& a, const float* xeo, int64_t pf, int64_t 
   }
 }
 
-// One x row (M = 1), blocks [a0, a1) and [b0, b1) side by side.
-void gemv_blk_block_pairs(const MatmulArgs& a, const float* xeo, int64_t pf, int64_t a0, int64_t a1, int64_t b0,
-                          int64_t b1) {
-  const int64_t K = a.K;
-  const auto* w = static_cast<const uint16_t*>(a.w);
-  alignas(64) float out[2 * kBlkRows];
-  for (; a0 < a1 && b0 < b1; ++a0, ++b0) {
-    const uint16_t* const wb[2] = {w + a0 * kBlkRows * K, w + b0 * kBlkRows * K};
-    gemv_blk_group<1, 2>(xeo, K, wb, pf, out);
-    store_blk_row(a, out, 0, a0);
-    store_blk_row(a, out + kBlkRows, 0, b0);
-  }
-  gemv_blk_blocks(a, xeo, pf, a0, a1);
-  gemv_blk_blocks(a, xeo, pf, b0, b1);
-}
-
-struct GemvBlkCtx {
-  const MatmulArgs* a;
+// The blocked GEMV over as[0 .. n) (one x; each matrix's own N, bias and
+// y): the 8-row blocks of all the matrices, one after the other, are one
+// sequence split over the threads as OwnedRanges, so q/k/v or gate/up are
+// one pool job (gate on one thread and up on the other, say) instead of a
+// job, a barrier and a ramp of the prefetchers per matrix.
+struct GemvBlkJob {
+  const MatmulArgs* as;
+  int n;
   const float* xeo;
   int64_t pf;
-  OwnedRanges ranges;  // of 8-row blocks
+  int64_t first_block[kMatmulQMultiMax + 1];  // matrix i: [first_block[i], first_block[i + 1])
+  OwnedRanges ranges;                         // of 8-row blocks
+  int which(int64_t gb) const {
+    int i = 0;
+    while (gb >= first_block[i + 1]) ++i;
+    return i;
+  }
+  void blocks(int64_t b0, int64_t b1) const {
+    while (b0 < b1) {
+      const int i = which(b0);
+      const int64_t e = imin(b1, first_block[i + 1]);
+      gemv_blk_blocks(as[i], xeo, pf, b0 - first_block[i], e - first_block[i]);
+      b0 = e;
+    }
+  }
+  // One x row (M = 1), blocks [a0, a1) and [b0, b1) side by side (a pair
+  // may straddle two matrices).
+  void block_pairs(int64_t a0, int64_t a1, int64_t b0, int64_t b1) const {
+    const int64_t K = as[0].K;
+    alignas(64) float out[2 * kBlkRows];
+    for (; a0 < a1 && b0 < b1; ++a0, ++b0) {
+      const int ia = which(a0), ib = which(b0);
+      const int64_t la = a0 - first_block[ia], lb = b0 - first_block[ib];
+      const uint16_t* const wb[2] = {static_cast<const uint16_t*>(as[ia].w) + la * kBlkRows * K,
+                                     static_cast<const uint16_t*>(as[ib].w) + lb * kBlkRows * K};
+      gemv_blk_group<1, 2>(xeo, K, wb, pf, out);
+      store_blk_row(as[ia], out, 0, la);
+      store_blk_row(as[ib], out + kBlkRows, 0, lb);
+    }
+    blocks(a0, a1);
+    blocks(b0, b1);
+  }
+  static void task(void* p, int64_t t, int) {
+    auto& j = *static_cast<GemvBlkJob*>(p);
+    j.ranges.work(int(t), [&](int64_t b0, int64_t b1) { j.blocks(b0, b1); });
+  }
+  static void task_pairs(void* p, int64_t t, int) {
+    auto& j = *static_cast<GemvBlkJob*>(p);
+    j.ranges.work_pairs(
+        int(t), [&](int64_t a0, int64_t a1, int64_t b0, int64_t b1) { j.block_pairs(a0, a1, b0, b1); },
+        [&](int64_t b0, int64_t b1) { j.blocks(b0, b1); });
+  }
 };
 
-void gemv_blk_task(void* p, int64_t task, int) {
-  auto& c = *static_cast<GemvBlkCtx*>(p);
-  c.ranges.work(int(task), [&](int64_t b0, int64_t b1) { gemv_blk_blocks(*c.a, c.xeo, c.pf, b0, b1); });
-}
-
-void gemv_blk_task_pairs(void* p, int64_t task, int) {
-  auto& c = *static_cast<GemvBlkCtx*>(p);
-  c.ranges.work_pairs(
-      int(task),
-      [&](int64_t a0, int64_t a1, int64_t b0, int64_t b1) { gemv_blk_block_pairs(*c.a, c.xeo, c.pf, a0, a1, b0, b1); },
-      [&](int64_t b0, int64_t b1) { gemv_blk_blocks(*c.a, c.xeo, c.pf, b0, b1); });
-}
-
-void gemv_blocked(const MatmulArgs& a, const Runner& runner) {
+void gemv_blocked(const MatmulArgs* as, int n, const Runner& runner) {
+  const MatmulArgs& a = as[0];
   const int64_t K = a.K;
   float* xeo = detail::scratch(detail::kScratchShared, a.M * K);
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -518,23 +537,25 @@ void gemv_blocked(const MatmulArgs& a, const Runner& runner) {
       _mm512_store_ps(xeo + m * K + k, _mm512_permutex2var_ps(lo, even, hi));
       _mm512_store_ps(xeo + m * K + k + 16, _mm512_permutex2var_ps(lo, odd, hi));
     }
-  const int64_t n_blocks = a.N / kBlkRows;
+  GemvBlkJob j;  // ranges: not value-initialized, init() sets what is used
+  j.as = as;
+  j.n = n;
+  j.xeo = xeo;
   const DecodePrefetch& prof = decode_prefetch();
-  const int64_t pf = prof.bf16_t2;
+  j.pf = prof.bf16_t2;
+  j.first_block[0] = 0;
+  for (int i = 0; i < n; ++i) j.first_block[i + 1] = j.first_block[i] + as[i].N / kBlkRows;
+  const int64_t n_blocks = j.first_block[n];
   const bool pairs = prof.bf16_streams == 2 && a.M == 1 && n_blocks >= 2 * runner.n_threads;
   if (runner.n_threads == 1 || n_blocks < 2) {
-    if (pairs) return gemv_blk_block_pairs(a, xeo, pf, 0, n_blocks / 2, n_blocks / 2, n_blocks);
-    return gemv_blk_blocks(a, xeo, pf, 0, n_blocks);
+    if (pairs) return j.block_pairs(0, n_blocks / 2, n_blocks / 2, n_blocks);
+    return j.blocks(0, n_blocks);
   }
-  GemvBlkCtx c;  // not value-initialized: init() sets what is used
-  c.a = &a;
-  c.xeo = xeo;
-  c.pf = pf;
-  c.ranges.init(n_blocks, runner.n_threads * (pairs ? 2 : 1), kGemvClaimBytes / (kBlkRows * K * 2));
+  j.ranges.init(n_blocks, runner.n_threads * (pairs ? 2 : 1), kGemvClaimBytes / (kBlkRows * K * 2));
   if (pairs)
-    runner.run(runner.pool, c.ranges.n_ranges / 2, &gemv_blk_task_pairs, &c);
+    runner.run(runner.pool, j.ranges.n_ranges / 2, &GemvBlkJob::task_pairs, &j);
   else
-    runner.run(runner.pool, c.ranges.n_ranges, &gemv_blk_task, &c);
+    runner.run(runner.pool, j.ranges.n_ranges, &GemvBlkJob::task, &j);
 }
 
 // ---------------------------------------------------------------- prefill GEMM
@@ -874,33 +895,62 @@ void gemm_dot_task(void* p, int64_t task, int) {
   gemm_dot_block(c, n0, n1, mt0, mt1);
 }
 
-// dot: BF16 weights with vdpbf16ps (gemm_dot_* below), else f32 FMA.
-void gemm(const MatmulArgs& a, const Runner& runner, bool dot) {
-  GemmCtx c{};
-  c.a = &a;
-  c.n_mt = (a.M + kMR - 1) / kMR;
-  const bool small_m = c.n_mt <= kSmallMTiles;
+// The GEMM over as[0 .. n) (one x: x, M, K, ldx of as[0]; each matrix its
+// own W, N, bias and y), dot: BF16 weights with vdpbf16ps (gemm_dot_*
+// above), else f32 FMA. x is packed once, and the tasks of all the matrices
+// (each matrix's own grid, as a call of its own would make it) are one pool
+// job: q/k/v or gate/up cost two jobs instead of two per matrix.
+struct GemmJob {
+  GemmCtx c[kMatmulQMultiMax];
+  int64_t first_task[kMatmulQMultiMax + 1];
+  int n;
+  detail::TaskFn task;
+  static void run_task(void* p, int64_t t, int thread) {
+    const auto& j = *static_cast<const GemmJob*>(p);
+    int i = 0;
+    while (t >= j.first_task[i + 1]) ++i;
+    j.task(const_cast<GemmCtx*>(&j.c[i]), t - j.first_task[i], thread);
+  }
+};
+
+void gemm(const MatmulArgs* as, int n, const Runner& runner, bool dot) {
+  const MatmulArgs& a = as[0];
+  GemmJob j;
+  j.n = n;
+  GemmCtx& c0 = j.c[0];
+  c0 = GemmCtx{};
+  c0.a = &a;
+  c0.n_mt = (a.M + kMR - 1) / kMR;
+  const bool small_m = c0.n_mt <= kSmallMTiles;
   const int64_t step = dot ? 2 : 1;  // the dot path works in k-pairs
-  c.kc = imin(small_m ? kKCSmallM : (dot ? kKCDot : kKC), round_up(a.K, step));
-  c.n_kb = (a.K + c.kc - 1) / c.kc;
-  c.xp = detail::scratch(detail::kScratchShared, c.n_mt * c.n_kb * c.kc / step * kMR);
+  c0.kc = imin(small_m ? kKCSmallM : (dot ? kKCDot : kKC), round_up(a.K, step));
+  c0.n_kb = (a.K + c0.kc - 1) / c0.kc;
+  c0.xp = detail::scratch(detail::kScratchShared, c0.n_mt * c0.n_kb * c0.kc / step * kMR);
   const int64_t T = runner.n_threads;
-  // W rows per task, fewer when N is small so every thread has work.
-  c.nb = imin(small_m ? kNBSmallM : kNB, imax(kNC, round_up((a.N + 2 * T - 1) / (2 * T), kNC)));
-  c.n_ntasks = (a.N + c.nb - 1) / c.nb;
-  // Split M as well when there are not enough W blocks for the threads.
-  int64_t m_chunks = c.n_ntasks >= 2 * T ? 1 : imin(c.n_mt, (2 * T + c.n_ntasks - 1) / c.n_ntasks);
-  c.mt_per_task = (c.n_mt + m_chunks - 1) / m_chunks;
-  m_chunks = (c.n_mt + c.mt_per_task - 1) / c.mt_per_task;
+  j.first_task[0] = 0;
+  for (int i = 0; i < n; ++i) {
+    GemmCtx& c = j.c[i];
+    if (i > 0) c = c0;  // the packed x and its blocking
+    c.a = &as[i];
+    const int64_t N = as[i].N;
+    // W rows per task, fewer when N is small so every thread has work.
+    c.nb = imin(small_m ? kNBSmallM : kNB, imax(kNC, round_up((N + 2 * T - 1) / (2 * T), kNC)));
+    c.n_ntasks = (N + c.nb - 1) / c.nb;
+    // Split M as well when there are not enough W blocks for the threads.
+    int64_t m_chunks = c.n_ntasks >= 2 * T ? 1 : imin(c.n_mt, (2 * T + c.n_ntasks - 1) / c.n_ntasks);
+    c.mt_per_task = (c.n_mt + m_chunks - 1) / m_chunks;
+    m_chunks = (c.n_mt + c.mt_per_task - 1) / c.mt_per_task;
+    j.first_task[i + 1] = j.first_task[i] + c.n_ntasks * m_chunks;
+  }
   detail::TaskFn pack = dot ? &gemm_dot_pack_x_task : &gemm_pack_x_task;
-  detail::TaskFn task = dot ? &gemm_dot_task : &gemm_task;
+  j.task = dot ? &gemm_dot_task : &gemm_task;
   if (T == 1) {
-    for (int64_t mt = 0; mt < c.n_mt; ++mt) pack(&c, mt, 0);
-    for (int64_t t = 0; t < c.n_ntasks * m_chunks; ++t) task(&c, t, 0);
+    for (int64_t mt = 0; mt < c0.n_mt; ++mt) pack(&c0, mt, 0);
+    for (int64_t t = 0; t < j.first_task[n]; ++t) GemmJob::run_task(&j, t, 0);
     return;
   }
-  runner.run(runner.pool, c.n_mt, pack, &c);
-  runner.run(runner.pool, c.n_ntasks * m_chunks, task, &c);
+  runner.run(runner.pool, c0.n_mt, pack, &c0);
+  runner.run(runner.pool, j.first_task[n], &GemmJob::run_task, &j);
 }
 
 // ================================================================= attention
@@ -2540,11 +2590,18 @@ void qgemm_task(void* p, int64_t task, int) {
 // ================================================================= entry points
 void matmul(const MatmulArgs& a, const Runner& runner) {
   if (a.M <= kGemvMaxM && a.bf16_blocked)
-    gemv_blocked(a, runner);
+    gemv_blocked(&a, 1, runner);
   else if (a.M <= kGemvMaxM)
     gemv(a, runner);
   else
-    gemm(a, runner, a.wdt == DType::BF16 && a.bf16_dot);
+    gemm(&a, 1, runner, a.wdt == DType::BF16 && a.bf16_dot);
+}
+
+void matmul_bf16_blocked_multi(const MatmulArgs* as, int n, const Runner& runner) {
+  if (as[0].M <= kGemvMaxM)
+    gemv_blocked(as, n, runner);
+  else
+    gemm(as, n, runner, as[0].bf16_dot);
 }
 
 void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* y) {

@@ -47,6 +47,21 @@ void block_bf16(const uint16_t* rows, int64_t N, int64_t K, uint16_t* blocked); 
 void unblock_bf16(const uint16_t* blocked, int64_t N, int64_t K, uint16_t* rows);  // blocked -> row-major
 void matmul_bf16_blocked(const float* x, int64_t M, int64_t K, int64_t ldx, const uint16_t* w, int64_t N,
                          const float* bias, float* y, int64_t ldy, ThreadPool& pool);
+// Several blocked BF16 matrices of one input (a layer's q/k/v, gate/up):
+// outs[i].y = x W_i^T + b_i, each exactly matmul_bf16_blocked's result, as
+// one job on AVX-512: at decode x is reordered once and the 8-row blocks of
+// all the matrices are one sequence split over the threads; at prefill x is
+// packed once and the tasks of all the matrices run in one pool job. At most
+// kMatmulQMultiMax matrices; other levels: one call each.
+struct Bf16BlockedOut {
+  const uint16_t* w;  // [N/8][K/32][8][32]
+  int64_t N;
+  const float* bias;  // [N] or null
+  float* y;
+  int64_t ldy;
+};
+void matmul_bf16_blocked_multi(const float* x, int64_t M, int64_t K, int64_t ldx, const Bf16BlockedOut* outs, int n,
+                               ThreadPool& pool);
 
 // BF16 weights in the prefill GEMM (M > 8 rows; decode GEMVs always keep x
 // f32): F32Fma widens W to f32 in registers (x stays f32); Bf16Dot rounds each
