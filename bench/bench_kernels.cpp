@@ -289,10 +289,14 @@ void BM_AttentionCold(benchmark::State& st, DType dt, int64_t n_ctx, int head_di
   const int group = n_q_heads / n_kv_heads;
   const std::vector<kc::AttnRow> row_list = decode_rows(q.data(), out.data(), n_q_heads, head_dim, n_ctx);
   auto* base = static_cast<uint8_t*>(ar.data());
+  // I8: any byte is a valid value; the per-slot scales are one set for all
+  // copies (1/128 of the bytes).
+  std::vector<float> scales(dt == DType::I8 ? size_t(n_blocks) * bs * n_kv_heads : 0, 0.01f);
   size_t i = 0;
   for (auto _ : st) {
     uint8_t* k = base + (i++ % copies) * 2 * side;
     kc::PagedKV kv{k, k + side, dt, bs, n_kv_heads, head_dim};
+    if (dt == DType::I8) kv.k_scale = kv.v_scale = scales.data();
     for (int g = 0; g < n_kv_heads; ++g) kc::attention_rows(row_list.data() + g * group, group, kv, g, table.data(), scale);
     benchmark::ClobberMemory();
   }
@@ -511,6 +515,10 @@ void register_all() {
       [=](benchmark::State& st) { BM_Attention(st, DType::BF16, 512, 64, 2, 14, true); }, best);
   reg("attention/cold/bf16/14q2kv_hd64/ctx512/rows",
       [=](benchmark::State& st) { BM_AttentionCold(st, DType::BF16, 512, 64, 2, 14); }, best);
+  // INT8 KV cache (f32 path: each chunk widened once for the group's rows)
+  for (auto [q_heads, kv_heads] : {std::pair{14, 2}, std::pair{32, 4}})
+    reg("attention/cold/i8/" + std::to_string(q_heads) + "q" + std::to_string(kv_heads) + "kv_hd64/ctx512/rows",
+        [=](benchmark::State& st) { BM_AttentionCold(st, DType::I8, 512, 64, kv_heads, q_heads); }, best);
   reg("attention/cold/bf16/16q16kv_hd128/ctx512/rows",
       [=](benchmark::State& st) { BM_AttentionCold(st, DType::BF16, 512, 128, 16, 16); }, best);
   // prompt: 16 rows per call (the model before rows in lanes: 14 rows for

@@ -570,6 +570,16 @@ TEST(KvCacheI8, AttentionMatchesReference) {
               ASSERT_LE(std::fabs(o3[d] - ref[d]), bound) << "rows " << isa_name(isa) << " hd=" << hd << " n_ctx=" << n_ctx;
               ASSERT_LE(std::fabs(o2[d] - ref2[d]), bound) << "rows " << isa_name(isa) << " hd=" << hd << " n_ctx=" << n2;
             }
+            // 7 rows (a GQA group's decode path: rows of one length in pairs,
+            // the odd one alone): 5 of the full length, 2 of the shorter one
+            std::vector<std::vector<float>> g7(7, std::vector<float>(size_t(hd), 123.0f));
+            std::vector<AttnRow> group;
+            for (int r = 0; r < 7; ++r) group.push_back({q.data(), g7[size_t(r)].data(), r < 5 ? n_ctx : n2, alibi});
+            attention_rows(group.data(), 7, c.kv, h, order.data(), scale);
+            for (int r = 0; r < 7; ++r)
+              for (int d = 0; d < hd; ++d)
+                ASSERT_LE(std::fabs(g7[size_t(r)][d] - (r < 5 ? ref : ref2)[d]), bound)
+                    << "group " << isa_name(isa) << " hd=" << hd << " row " << r << " n_ctx=" << n_ctx;
             // 14 rows (the rows-in-lanes path): the row alternating with the shorter one
             std::vector<std::vector<float>> lo(14, std::vector<float>(size_t(hd), 123.0f));
             std::vector<AttnRow> many;
