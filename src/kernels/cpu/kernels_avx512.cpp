@@ -471,6 +471,31 @@ void gemv_blk_blocks(const MatmulArgs& a, const float* xeo, int64_t pf, int64_t 
   }
 }
 
+// The part i of a job of several matrices that index t (a block or a task)
+// falls in: parts are [first[i], first[i + 1]), t < the last bound.
+inline int part_of(const int64_t* first, int64_t t) {
+  int i = 0;
+  while (t >= first[i + 1]) ++i;
+  return i;
+}
+
+// Several weights times the same x (q/k/v, gate/up) in a prefill GEMM: x
+// is packed (quantized) once and all the matrices' tasks run as one pool
+// job, one barrier per group of matrices instead of one per matrix. Matrix
+// i's tasks are [first_task[i], first_task[i + 1]) of the job, each run by
+// Task on ctx[i]. (The quantized GEMM's QGemmMulti and the BF16 / f32
+// gemm_multi.)
+template <typename Ctx, void (*Task)(void*, int64_t, int)>
+struct MultiJob {
+  Ctx ctx[kMatmulQMultiMax];
+  int64_t first_task[kMatmulQMultiMax + 1] = {0};
+  static void task(void* p, int64_t t, int thread) {
+    auto& m = *static_cast<MultiJob*>(p);
+    const int i = part_of(m.first_task, t);
+    Task(&m.ctx[i], t - m.first_task[i], thread);
+  }
+};
+
 // The blocked GEMV over as[0 .. n) (one x; each matrix's own N, bias and
 // y): the 8-row blocks of all the matrices, one after the other, are one
 // sequence split over the threads as OwnedRanges, so q/k/v or gate/up are
@@ -478,16 +503,11 @@ void gemv_blk_blocks(const MatmulArgs& a, const float* xeo, int64_t pf, int64_t 
 // job, a barrier and a ramp of the prefetchers per matrix.
 struct GemvBlkJob {
   const MatmulArgs* as;
-  int n;
   const float* xeo;
   int64_t pf;
-  int64_t first_block[kMatmulQMultiMax + 1];  // matrix i: [first_block[i], first_block[i + 1])
-  OwnedRanges ranges;                         // of 8-row blocks
-  int which(int64_t gb) const {
-    int i = 0;
-    while (gb >= first_block[i + 1]) ++i;
-    return i;
-  }
+  int64_t first_block[kMatmulQMultiMax + 1] = {0};  // matrix i: [first_block[i], first_block[i + 1])
+  OwnedRanges ranges;                               // of 8-row blocks
+  int which(int64_t gb) const { return part_of(first_block, gb); }
   void blocks(int64_t b0, int64_t b1) const {
     while (b0 < b1) {
       const int i = which(b0);
@@ -539,11 +559,9 @@ void gemv_blocked(const MatmulArgs* as, int n, const Runner& runner) {
     }
   GemvBlkJob j;  // ranges: not value-initialized, init() sets what is used
   j.as = as;
-  j.n = n;
   j.xeo = xeo;
   const DecodePrefetch& prof = decode_prefetch();
   j.pf = prof.bf16_t2;
-  j.first_block[0] = 0;
   for (int i = 0; i < n; ++i) j.first_block[i + 1] = j.first_block[i] + as[i].N / kBlkRows;
   const int64_t n_blocks = j.first_block[n];
   const bool pairs = prof.bf16_streams == 2 && a.M == 1 && n_blocks >= 2 * runner.n_threads;
@@ -900,24 +918,11 @@ void gemm_dot_task(void* p, int64_t task, int) {
 // above), else f32 FMA. x is packed once, and the tasks of all the matrices
 // (each matrix's own grid, as a call of its own would make it) are one pool
 // job: q/k/v or gate/up cost two jobs instead of two per matrix.
-struct GemmJob {
-  GemmCtx c[kMatmulQMultiMax];
-  int64_t first_task[kMatmulQMultiMax + 1];
-  int n;
-  detail::TaskFn task;
-  static void run_task(void* p, int64_t t, int thread) {
-    const auto& j = *static_cast<const GemmJob*>(p);
-    int i = 0;
-    while (t >= j.first_task[i + 1]) ++i;
-    j.task(const_cast<GemmCtx*>(&j.c[i]), t - j.first_task[i], thread);
-  }
-};
-
-void gemm(const MatmulArgs* as, int n, const Runner& runner, bool dot) {
+template <detail::TaskFn Task, detail::TaskFn Pack, bool dot>
+void gemm_multi(const MatmulArgs* as, int n, const Runner& runner) {
   const MatmulArgs& a = as[0];
-  GemmJob j;
-  j.n = n;
-  GemmCtx& c0 = j.c[0];
+  MultiJob<GemmCtx, Task> j;
+  GemmCtx& c0 = j.ctx[0];
   c0 = GemmCtx{};
   c0.a = &a;
   c0.n_mt = (a.M + kMR - 1) / kMR;
@@ -927,9 +932,8 @@ void gemm(const MatmulArgs* as, int n, const Runner& runner, bool dot) {
   c0.n_kb = (a.K + c0.kc - 1) / c0.kc;
   c0.xp = detail::scratch(detail::kScratchShared, c0.n_mt * c0.n_kb * c0.kc / step * kMR);
   const int64_t T = runner.n_threads;
-  j.first_task[0] = 0;
   for (int i = 0; i < n; ++i) {
-    GemmCtx& c = j.c[i];
+    GemmCtx& c = j.ctx[i];
     if (i > 0) c = c0;  // the packed x and its blocking
     c.a = &as[i];
     const int64_t N = as[i].N;
@@ -942,15 +946,20 @@ void gemm(const MatmulArgs* as, int n, const Runner& runner, bool dot) {
     m_chunks = (c.n_mt + c.mt_per_task - 1) / c.mt_per_task;
     j.first_task[i + 1] = j.first_task[i] + c.n_ntasks * m_chunks;
   }
-  detail::TaskFn pack = dot ? &gemm_dot_pack_x_task : &gemm_pack_x_task;
-  j.task = dot ? &gemm_dot_task : &gemm_task;
   if (T == 1) {
-    for (int64_t mt = 0; mt < c0.n_mt; ++mt) pack(&c0, mt, 0);
-    for (int64_t t = 0; t < j.first_task[n]; ++t) GemmJob::run_task(&j, t, 0);
+    for (int64_t mt = 0; mt < c0.n_mt; ++mt) Pack(&c0, mt, 0);
+    for (int64_t t = 0; t < j.first_task[n]; ++t) j.task(&j, t, 0);
     return;
   }
-  runner.run(runner.pool, c0.n_mt, pack, &c0);
-  runner.run(runner.pool, j.first_task[n], &GemmJob::run_task, &j);
+  runner.run(runner.pool, c0.n_mt, Pack, &c0);
+  runner.run(runner.pool, j.first_task[n], &decltype(j)::task, &j);
+}
+
+void gemm(const MatmulArgs* as, int n, const Runner& runner, bool dot) {
+  if (dot)
+    gemm_multi<&gemm_dot_task, &gemm_dot_pack_x_task, true>(as, n, runner);
+  else
+    gemm_multi<&gemm_task, &gemm_pack_x_task, false>(as, n, runner);
 }
 
 // ================================================================= attention
@@ -2858,22 +2867,6 @@ void qgemm_partition(QGemmCtx& c, int64_t T) {
   c.n_tasks = c.n_ntasks * ((c.n_mt + c.mt_per_task - 1) / c.mt_per_task);
 }
 
-// Several weights of one quant type and group size times the same x (q/k/v,
-// gate/up): x is quantized once and all the matrices' tasks run as one pool
-// job, one barrier per group of matrices instead of one per matrix. Matrix
-// i's tasks are [first_task[i], first_task[i + 1]) of the job, each run by
-// Task on ctx[i].
-template <typename Ctx, void (*Task)(void*, int64_t, int)>
-struct MultiJob {
-  Ctx ctx[kMatmulQMultiMax];
-  int64_t first_task[kMatmulQMultiMax + 1] = {0};
-  static void task(void* p, int64_t t, int thread) {
-    auto& m = *static_cast<MultiJob*>(p);
-    int i = 0;
-    while (t >= m.first_task[i + 1]) ++i;
-    Task(&m.ctx[i], t - m.first_task[i], thread);
-  }
-};
 
 // The prompt's case: x is packed once.
 using QGemmMulti = MultiJob<QGemmCtx, &qgemm_task>;
@@ -2973,11 +2966,9 @@ void quantize_groups_a8(const float* x, int64_t G, int off, int8_t* q, float* sx
 struct QGemvA8Job {
   QGemvA8Ctx ctx[kMatmulQMultiMax];
   int64_t first_block[kMatmulQMultiMax + 1] = {0};  // matrix i: [first_block[i], first_block[i + 1])
-  int n = 0;
   OwnedRanges ranges;
   QBlk locate(int64_t gb) const {
-    int i = 0;
-    while (gb >= first_block[i + 1]) ++i;
+    const int i = part_of(first_block, gb);
     return QBlk{&ctx[i], gb - first_block[i]};
   }
   void blocks(int64_t b0, int64_t b1) const {
@@ -3027,7 +3018,6 @@ void matmul_q_gemv_a8_multi(const QMatmulArgs* as, int n, const Runner& runner) 
   }
   const DecodePrefetch& pf = decode_prefetch();
   QGemvA8Job j;  // ranges: not value-initialized, init() sets what is used
-  j.n = n;
   for (int i = 0; i < n; ++i) {
     j.ctx[i] = QGemvA8Ctx{&as[i], reinterpret_cast<const int32_t*>(xq), comp, sxg,
                           runner.n_threads > 1 || (as[i].w->type == QuantType::Q8 && pf.q8_one_thread), &pf};
