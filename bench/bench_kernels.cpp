@@ -289,14 +289,20 @@ void BM_AttentionCold(benchmark::State& st, DType dt, int64_t n_ctx, int head_di
   const int group = n_q_heads / n_kv_heads;
   const std::vector<kc::AttnRow> row_list = decode_rows(q.data(), out.data(), n_q_heads, head_dim, n_ctx);
   auto* base = static_cast<uint8_t*>(ar.data());
-  // I8: any byte is a valid value; the per-slot scales are one set for all
-  // copies (1/128 of the bytes).
-  std::vector<float> scales(dt == DType::I8 ? size_t(n_blocks) * bs * n_kv_heads : 0, 0.01f);
+  // I8: any byte is a valid value; each copy has its own K and V scales
+  // (one f32 per slot and head), cold like the values, as in the model.
+  const size_t n_scales = dt == DType::I8 ? size_t(n_blocks) * bs * n_kv_heads : 0;
+  rinfer::Buffer scales(copies * 2 * n_scales * sizeof(float));
+  for (size_t j = 0; j < copies * 2 * n_scales; ++j) scales.as<float>()[j] = 0.01f;
   size_t i = 0;
   for (auto _ : st) {
-    uint8_t* k = base + (i++ % copies) * 2 * side;
+    const size_t c = i++ % copies;
+    uint8_t* k = base + c * 2 * side;
     kc::PagedKV kv{k, k + side, dt, bs, n_kv_heads, head_dim};
-    if (dt == DType::I8) kv.k_scale = kv.v_scale = scales.data();
+    if (dt == DType::I8) {
+      kv.k_scale = scales.as<float>() + c * 2 * n_scales;
+      kv.v_scale = kv.k_scale + n_scales;
+    }
     for (int g = 0; g < n_kv_heads; ++g) kc::attention_rows(row_list.data() + g * group, group, kv, g, table.data(), scale);
     benchmark::ClobberMemory();
   }
