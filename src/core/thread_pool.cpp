@@ -39,28 +39,35 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_.store(true);
-    generation_.fetch_add(1);
+    job_.generation.fetch_add(1);
   }
   cv_.notify_all();
   for (auto& w : workers_) w.join();
 }
 
 void ThreadPool::work(int thread) {
+  const Job& job = job_;
   for (;;) {
     int64_t task = next_task_.fetch_add(1, std::memory_order_relaxed);
-    if (task >= n_tasks_) break;
-    (*fn_)(task, thread);
+    if (task >= job.n_tasks) break;
+    job.fn(job.ctx, task, thread);
   }
 }
 
 void ThreadPool::worker_loop(int thread) {
   uint64_t seen = 0;
   for (;;) {
-    if (!spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; })) {
+    if (!spin_until([&] { return job_.generation.load(std::memory_order_acquire) != seen; })) {
+      // Going to sleep: counted in sleepers_ first (seq_cst, as run()'s
+      // generation bump and its read of sleepers_), so that run() either
+      // sees this worker and notifies it, or bumped the generation before
+      // the count and the check under the mutex below sees the new job.
       std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      sleepers_.fetch_add(1);
+      cv_.wait(lock, [&] { return job_.generation.load() != seen; });
+      sleepers_.fetch_sub(1);
     }
-    seen = generation_.load(std::memory_order_acquire);
+    seen = job_.generation.load(std::memory_order_acquire);
     if (stop_.load()) return;
     work(thread);
     pending_workers_.fetch_sub(1, std::memory_order_acq_rel);
@@ -68,26 +75,31 @@ void ThreadPool::worker_loop(int thread) {
 }
 
 void ThreadPool::run(int64_t n_tasks, const TaskFn& fn) {
+  run(n_tasks, [](void* f, int64_t task, int thread) { (*static_cast<const TaskFn*>(f))(task, thread); },
+      const_cast<TaskFn*>(&fn));
+}
+
+void ThreadPool::run(int64_t n_tasks, RawTaskFn fn, void* ctx) {
   if (n_tasks <= 0) return;
   if (n_threads_ == 1 || n_tasks == 1) {
-    for (int64_t i = 0; i < n_tasks; ++i) fn(i, 0);
+    for (int64_t i = 0; i < n_tasks; ++i) fn(ctx, i, 0);
     return;
   }
-  fn_ = &fn;
-  n_tasks_ = n_tasks;
+  job_.fn = fn;
+  job_.ctx = ctx;
+  job_.n_tasks = n_tasks;
   next_task_.store(0, std::memory_order_relaxed);
   pending_workers_.store(int(workers_.size()), std::memory_order_relaxed);
-  {
-    // Publishing under the mutex pairs with the sleeping workers' wait.
-    std::lock_guard<std::mutex> lock(mutex_);
-    generation_.fetch_add(1, std::memory_order_acq_rel);
+  job_.generation.fetch_add(1);  // seq_cst: publishes the job (release), ordered before the read of sleepers_
+  if (sleepers_.load() > 0) {
+    // Taking the mutex orders this notify after a sleeping worker's check.
+    { std::lock_guard<std::mutex> lock(mutex_); }
+    cv_.notify_all();
   }
-  cv_.notify_all();
   work(0);
   // Workers finish within microseconds unless descheduled; then yield the core.
   while (!spin_until([&] { return pending_workers_.load(std::memory_order_acquire) == 0; }))
     std::this_thread::yield();
-  fn_ = nullptr;
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t align,

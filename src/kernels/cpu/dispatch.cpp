@@ -50,7 +50,7 @@ struct ScratchBuffers {
 thread_local ScratchBuffers t_scratch;
 
 void run_on_pool(void* pool, int64_t n_tasks, detail::TaskFn fn, void* ctx) {
-  static_cast<ThreadPool*>(pool)->run(n_tasks, [fn, ctx](int64_t task, int thread) { fn(ctx, task, thread); });
+  static_cast<ThreadPool*>(pool)->run(n_tasks, fn, ctx);
 }
 
 detail::Runner runner_for(ThreadPool& pool) {
