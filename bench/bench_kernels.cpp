@@ -274,15 +274,19 @@ void BM_Attention(benchmark::State& st, DType dt, int64_t n_ctx, int head_dim, i
 // cold: as the model decodes, the layer's K/V come from memory (the weights
 // streamed since its last visit evicted them): each iteration reads another
 // copy of the layer's cache from the arena (any u16 is a valid bf16/f16).
-// bytes_per_second counts the K/V bytes read once per call.
-void BM_AttentionCold(benchmark::State& st, DType dt, int64_t n_ctx, int head_dim, int n_kv_heads, int n_q_heads) {
+// bytes_per_second counts the K/V bytes read once per call. The block table
+// is shuffled (a cache after many requests came and went) unless
+// `sequential` (.../seq: a sequence's blocks in order, as a fresh engine's
+// first request gets them; the hardware prefetchers then help).
+void BM_AttentionCold(benchmark::State& st, DType dt, int64_t n_ctx, int head_dim, int n_kv_heads, int n_q_heads,
+                      bool sequential = false) {
   const int bs = 16;
   const int64_t n_blocks = (n_ctx + bs - 1) / bs;
   const size_t side = size_t(n_blocks) * bs * n_kv_heads * head_dim * rinfer::dtype_size(dt);
   auto& ar = arena();
   const size_t copies = ar.size() / (2 * side);
   if (copies < 16) st.SkipWithError("arena too small for a cold run of this context");
-  const std::vector<int32_t> table = block_table(n_blocks, true);
+  const std::vector<int32_t> table = block_table(n_blocks, !sequential);
   auto q = random_vec(size_t(n_q_heads) * head_dim, 5);
   std::vector<float> out(size_t(n_q_heads) * head_dim);
   const float scale = 1.0f / std::sqrt(float(head_dim));
@@ -525,6 +529,10 @@ void register_all() {
   for (auto [q_heads, kv_heads] : {std::pair{14, 2}, std::pair{32, 4}})
     reg("attention/cold/i8/" + std::to_string(q_heads) + "q" + std::to_string(kv_heads) + "kv_hd64/ctx512/rows",
         [=](benchmark::State& st) { BM_AttentionCold(st, DType::I8, 512, 64, kv_heads, q_heads); }, best);
+  // Blocks in order (a fresh engine's first request), both cache types.
+  for (DType dt : {DType::BF16, DType::I8})
+    reg(std::string("attention/cold/") + (dt == DType::I8 ? "i8" : "bf16") + "/14q2kv_hd64/ctx512/rows/seq",
+        [=](benchmark::State& st) { BM_AttentionCold(st, dt, 512, 64, 2, 14, true); }, best);
   reg("attention/cold/bf16/16q16kv_hd128/ctx512/rows",
       [=](benchmark::State& st) { BM_AttentionCold(st, DType::BF16, 512, 128, 16, 16); }, best);
   // prompt: 16 rows per call (the model before rows in lanes: 14 rows for
