@@ -238,6 +238,7 @@ BenchCache make_bench_cache(DType dt, int64_t n_ctx, int head_dim, int n_kv_head
   rinfer::convert_from_f32(dt, vf.data(), c.v.data(), vf.size());
   c.table = block_table(n_blocks, shuffled);
   c.kv = kc::PagedKV{c.k.data(), c.v.data(), dt, bs, n_kv_heads, head_dim};
+  c.kv.n_blocks = n_blocks;
   return c;
 }
 
@@ -303,6 +304,7 @@ void BM_AttentionCold(benchmark::State& st, DType dt, int64_t n_ctx, int head_di
     const size_t c = i++ % copies;
     uint8_t* k = base + c * 2 * side;
     kc::PagedKV kv{k, k + side, dt, bs, n_kv_heads, head_dim};
+    kv.n_blocks = n_blocks;
     if (dt == DType::I8) {
       kv.k_scale = scales.as<float>() + c * 2 * n_scales;
       kv.v_scale = kv.k_scale + n_scales;

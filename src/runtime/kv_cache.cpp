@@ -52,6 +52,7 @@ kernels::cpu::PagedKV KVCache::layer(int64_t l) {
   kv.block_size = opts_.block_size;
   kv.n_kv_heads = int(shape_.n_kv_heads);
   kv.head_dim = int(shape_.head_dim);
+  kv.n_blocks = opts_.n_blocks;
   if (k_scale_floats_) {
     float* sb = scales_.as<float>() + size_t(l) * (k_scale_floats_ + v_scale_floats_);
     kv.k_scale = sb;

@@ -1,6 +1,7 @@
 #pragma once
 // Paged KV cache: one preallocated pool of fixed-size blocks per layer (K and
-// V separately), each block [block_size][n_kv_heads][head_dim]. A sequence
+// V separately), laid out head-major as kernels::cpu::PagedKV describes
+// ([n_kv_heads][n_blocks][block_size][head_dim]). A sequence
 // owns a list of block ids (its block table); blocks are handed out and
 // returned by a free list, so sequences of any length share one pool and
 // nothing is allocated while generating.

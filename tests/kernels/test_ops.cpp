@@ -171,6 +171,7 @@ void check_attention(const AttnCase& c, uint32_t seed) {
   kv.block_size = c.block_size;
   kv.n_kv_heads = c.n_kv_heads;
   kv.head_dim = c.head_dim;
+  kv.n_blocks = pool_blocks;
   const float scale = 1.0f / std::sqrt(float(c.head_dim));
   for (int kv_head = 0; kv_head < c.n_kv_heads; ++kv_head) {
     auto q = random_floats(rng, size_t(c.head_dim), -c.q_scale, c.q_scale);
@@ -347,14 +348,15 @@ TEST(StoreKv, MatchesScalarConversionBitForBit) {
   kv.head_dim = 4;  // 12 values per token
   kv.block_size = 16;
   const int64_t n = int64_t(vals.size()), tokens = n / 12;
+  kv.n_blocks = tokens / 16;
   for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
     const size_t esz = dtype_size(dt);
     std::vector<uint8_t> conv(size_t(n) * esz), want(size_t(n) * esz);
     convert_from_f32(dt, vals.data(), conv.data(), size_t(n));
-    // head-major blocks: head h of token t is row (t / 16 * 3 + h) * 16 + t % 16
+    // head-major pools: head h of token t is row (h * n_blocks + t / 16) * 16 + t % 16
     for (int64_t t = 0; t < tokens; ++t)
       for (int h = 0; h < 3; ++h)
-        std::memcpy(want.data() + ((t / 16 * 3 + h) * 16 + t % 16) * 4 * esz, conv.data() + (t * 12 + h * 4) * esz,
+        std::memcpy(want.data() + ((h * kv.n_blocks + t / 16) * 16 + t % 16) * 4 * esz, conv.data() + (t * 12 + h * 4) * esz,
                     4 * esz);
     for (Isa isa : supported_isas()) {
       IsaScope scope(isa);

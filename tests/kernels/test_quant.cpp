@@ -487,6 +487,7 @@ KvI8 make_kv_i8(std::mt19937& rng, int hd, int nkv, int bs, int64_t pool_blocks)
   c.kv.block_size = bs;
   c.kv.n_kv_heads = nkv;
   c.kv.head_dim = hd;
+  c.kv.n_blocks = pool_blocks;
   c.kv.k_scale = c.ks.data();
   c.kv.v_scale = c.vs.data();
   for (int64_t s = 0; s < slots; ++s) reference::store_kv(c.kv, s, c.kf.data() + s * per, c.vf.data() + s * per);

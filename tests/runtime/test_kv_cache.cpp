@@ -91,8 +91,9 @@ TEST(KVCache, Int8HasPerSlotPerHeadScales) {
   std::vector<float> k(heads * hd), v(heads * hd), out(hd), scratch(16);
   for (size_t i = 0; i < k.size(); ++i) k[i] = float(i % 7) - 3.0f, v[i] = 0.25f * float(i % 5);
   kernels::cpu::store_kv(l1, 5, k.data(), v.data());
-  // head-major blocks: head h of slot s is row (s / block_size * heads + h) * block_size + s % block_size
-  const int64_t row = (5 / 4 * heads + 0) * 4 + 5 % 4;
+  // head-major pools: head h of slot s is row (h * n_blocks + s / block_size) * block_size + s % block_size
+  ASSERT_EQ(l1.n_blocks, 3);
+  const int64_t row = (0 * 3 + 5 / 4) * 4 + 5 % 4;
   EXPECT_FLOAT_EQ(l1.k_scale[row], 3.0f / 127);
   const int8_t* k8 = static_cast<const int8_t*>(l1.k) + row * hd;  // head 0: -3 -2 -1 0 1 2 3 -3
   EXPECT_EQ(k8[0], -127);

@@ -327,11 +327,20 @@ void softmax(float* x, int64_t n) {
   }
 }
 
+namespace {
+// What every reader and writer of a PagedKV needs (its dtype, the I8 scales,
+// the pool size that places each head's rows).
+void check_paged_kv(const PagedKV& kv, const char* what) {
+  RINFER_CHECK(kv.dtype == DType::F32 || kv.dtype == DType::F16 || kv.dtype == DType::BF16 || kv.dtype == DType::I8,
+               what, ": unsupported KV dtype ", dtype_name(kv.dtype));
+  RINFER_CHECK(kv.dtype != DType::I8 || (kv.k_scale && kv.v_scale), what, ": I8 KV cache without scales");
+  RINFER_CHECK(kv.n_blocks > 0 && kv.block_size > 0, what, ": KV cache without blocks");
+}
+}  // namespace
+
 void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_t* block_table,
                     int64_t n_ctx, float scale, float alibi_slope, float* out, float* scratch) {
-  RINFER_CHECK(kv.dtype == DType::F32 || kv.dtype == DType::F16 || kv.dtype == DType::BF16 || kv.dtype == DType::I8,
-               "attention: unsupported KV dtype ", dtype_name(kv.dtype));
-  RINFER_CHECK(kv.dtype != DType::I8 || (kv.k_scale && kv.v_scale), "attention: I8 KV cache without scales");
+  check_paged_kv(kv, "attention");
   switch (active_isa()) {
     case Isa::Avx512:
       return avx512::attention_head(q, kv, kv_head, block_table, n_ctx, scale, alibi_slope, out, scratch);
@@ -344,9 +353,7 @@ void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_
 
 void attention_rows(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_head, const int32_t* block_table,
                     float scale) {
-  RINFER_CHECK(kv.dtype == DType::F32 || kv.dtype == DType::F16 || kv.dtype == DType::BF16 || kv.dtype == DType::I8,
-               "attention: unsupported KV dtype ", dtype_name(kv.dtype));
-  RINFER_CHECK(kv.dtype != DType::I8 || (kv.k_scale && kv.v_scale), "attention: I8 KV cache without scales");
+  check_paged_kv(kv, "attention");
   switch (active_isa()) {
     case Isa::Avx512: return avx512::attention_rows(rows, n_rows, kv, kv_head, block_table, scale);
     case Isa::Avx2: return avx2::attention_rows(rows, n_rows, kv, kv_head, block_table, scale);
@@ -362,10 +369,8 @@ void attention_rows(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_h
 }
 
 void store_kv(const PagedKV& kv, int64_t slot, const float* k, const float* v) {
-  RINFER_CHECK(kv.dtype == DType::F32 || kv.dtype == DType::F16 || kv.dtype == DType::BF16 || kv.dtype == DType::I8,
-               "store_kv: unsupported KV dtype ", dtype_name(kv.dtype));
+  check_paged_kv(kv, "store_kv");
   if (kv.dtype == DType::I8) {
-    RINFER_CHECK(kv.k_scale && kv.v_scale, "store_kv: I8 KV cache without scales");
     switch (active_isa()) {
       case Isa::Avx512: return avx512::store_kv_i8(kv, slot, k, v);
       case Isa::Avx2: return avx2::store_kv_i8(kv, slot, k, v);
@@ -376,7 +381,7 @@ void store_kv(const PagedKV& kv, int64_t slot, const float* k, const float* v) {
   const size_t esz = dtype_size(kv.dtype);
   const Isa isa = active_isa();
   for (int h = 0; h < kv.n_kv_heads; ++h) {  // head-major blocks (PagedKV)
-    const int64_t row = (slot / kv.block_size * kv.n_kv_heads + h) * kv.block_size + slot % kv.block_size;
+    const int64_t row = kv_slot_row(kv, slot, h);
     void* kd = static_cast<uint8_t*>(kv.k) + row * hd * int64_t(esz);
     void* vd = static_cast<uint8_t*>(kv.v) + row * hd * int64_t(esz);
     const float* ks = k + h * hd;

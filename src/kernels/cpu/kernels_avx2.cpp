@@ -644,13 +644,13 @@ void attention_t(const float* q, const PagedKV& kv, int kv_head, const int32_t* 
                  float scale, float alibi_slope, float* out, float* scores) {
   using E = typename Ld<T>::E;
   const int hd = kv.head_dim, hd8 = hd & ~7;
-  // head-major blocks (PagedKV): a head's rows of a block are contiguous
+  // head-major pools (PagedKV): a head's rows of a block are contiguous
   const int64_t token_stride = hd;
-  const int64_t block_stride = int64_t(kv.n_kv_heads) * kv.block_size * hd;
-  const E* kbase = static_cast<const E*>(kv.k) + int64_t(kv_head) * kv.block_size * hd;
-  const E* vbase = static_cast<const E*>(kv.v) + int64_t(kv_head) * kv.block_size * hd;
+  const E* kbase = static_cast<const E*>(kv.k);
+  const E* vbase = static_cast<const E*>(kv.v);
+  auto block_first_row = [&](int64_t j) { return kv_block_row(kv, block_table[j / kv.block_size], kv_head); };
   for (int64_t j0 = 0; j0 < n_ctx; j0 += kv.block_size) {
-    const E* blk = kbase + int64_t(block_table[j0 / kv.block_size]) * block_stride;
+    const E* blk = kbase + block_first_row(j0) * hd;
     const int64_t nt = imin(kv.block_size, n_ctx - j0);
     for (int64_t t = 0; t < nt; t += 4) {
       const int64_t cnt = imin(4, nt - t);
@@ -669,7 +669,7 @@ void attention_t(const float* q, const PagedKV& kv, int kv_head, const int32_t* 
         for (int d = hd8; d < hd; ++d) dot += q[d] * Ld<T>::scalar(ks[i] + d);
         const int64_t j = j0 + t + i;
         if constexpr (T == DType::I8)
-          dot *= kv.k_scale[(int64_t(block_table[j0 / kv.block_size]) * kv.n_kv_heads + kv_head) * kv.block_size + t + i];
+          dot *= kv.k_scale[block_first_row(j0) + t + i];
         scores[j] = dot * scale + alibi_slope * float(j - (n_ctx - 1));
       }
     }
@@ -677,8 +677,7 @@ void attention_t(const float* q, const PagedKV& kv, int kv_head, const int32_t* 
   softmax(scores, n_ctx);
   if constexpr (T == DType::I8) {  // fold the values' scales into the weights
     for (int64_t j = 0; j < n_ctx; ++j)
-      scores[j] *= kv.v_scale[(int64_t(block_table[j / kv.block_size]) * kv.n_kv_heads + kv_head) * kv.block_size +
-                              j % kv.block_size];
+      scores[j] *= kv.v_scale[block_first_row(j) + j % kv.block_size];
   }
   // out = sum_j p_j V_j, 32 floats of head_dim per pass, two tokens at a time
   for (int d0 = 0; d0 < hd8; d0 += 32) {
@@ -686,7 +685,7 @@ void attention_t(const float* q, const PagedKV& kv, int kv_head, const int32_t* 
     __m256 a0[4], a1[4];
     for (int v = 0; v < 4; ++v) a0[v] = a1[v] = _mm256_setzero_ps();
     for (int64_t j0 = 0; j0 < n_ctx; j0 += kv.block_size) {
-      const E* blk = vbase + int64_t(block_table[j0 / kv.block_size]) * block_stride + d0;
+      const E* blk = vbase + block_first_row(j0) * hd + d0;
       const int64_t nt = imin(kv.block_size, n_ctx - j0);
       int64_t t = 0;
       for (; t + 2 <= nt; t += 2) {
@@ -717,7 +716,7 @@ void attention_t(const float* q, const PagedKV& kv, int kv_head, const int32_t* 
   for (int d = hd8; d < hd; ++d) {
     float acc = 0.0f;
     for (int64_t j = 0; j < n_ctx; ++j) {
-      const E* v = vbase + int64_t(block_table[j / kv.block_size]) * block_stride + (j % kv.block_size) * token_stride;
+      const E* v = vbase + (block_first_row(j) + j % kv.block_size) * token_stride;
       acc += scores[j] * Ld<T>::scalar(v + d);
     }
     out[d] = acc;
@@ -747,7 +746,7 @@ void widen_chunk(const PagedKV& kv, bool v, int kv_head, const int32_t* block_ta
   const float* scales = v ? kv.v_scale : kv.k_scale;
   for (int64_t t = 0; t < nt; ++t) {
     const int64_t j = j0 + t;
-    const int64_t row = (int64_t(block_table[j / bs]) * kv.n_kv_heads + kv_head) * bs + j % bs;
+    const int64_t row = kv_block_row(kv, block_table[j / bs], kv_head) + j % bs;
     const E* src = base + row * hd;
     float* d = dst + t * hd;
     __m256 sc = _mm256_set1_ps(1.0f);
@@ -1142,7 +1141,7 @@ void quantize_row_i8(const float* x, int64_t n, int8_t* q, float* scale) {
 void store_kv_i8(const PagedKV& kv, int64_t slot, const float* k, const float* v) {
   const int hd = kv.head_dim;
   for (int h = 0; h < kv.n_kv_heads; ++h) {
-    const int64_t row = (slot / kv.block_size * kv.n_kv_heads + h) * kv.block_size + slot % kv.block_size;
+    const int64_t row = kv_slot_row(kv, slot, h);
     quantize_row_i8(k + int64_t(h) * hd, hd, static_cast<int8_t*>(kv.k) + row * hd, kv.k_scale + row);
     quantize_row_i8(v + int64_t(h) * hd, hd, static_cast<int8_t*>(kv.v) + row * hd, kv.v_scale + row);
   }

@@ -1231,11 +1231,10 @@ constexpr int64_t kAttnChunkFloats = 4096;
 // prefetched lines evict each other); 8, 32 and 64 KB ahead measured alike.
 constexpr int64_t kAttnPrefetchBytes = 16384;
 
-// First cache row of kv_head in block b of a sequence (head-major blocks:
-// the head's block_size rows of head_dim values are contiguous, its scales
-// too).
+// First cache row of kv_head in block b of a sequence (PagedKV: the head's
+// block_size rows of head_dim values are contiguous, its scales too).
 inline int64_t head_first_row(const PagedKV& kv, const int32_t* table, int kv_head, int64_t b) {
-  return (int64_t(table[b]) * kv.n_kv_heads + kv_head) * kv.block_size;
+  return kv_block_row(kv, table[b], kv_head);
 }
 
 // One K/V head of one sequence, walked in chunks for attention_rows: each
@@ -2823,7 +2822,7 @@ void quantize_row_i8(const float* x, int64_t n, int8_t* q, float* scale) {
 void store_kv_i8(const PagedKV& kv, int64_t slot, const float* k, const float* v) {
   const int hd = kv.head_dim;
   for (int h = 0; h < kv.n_kv_heads; ++h) {
-    const int64_t row = (slot / kv.block_size * kv.n_kv_heads + h) * kv.block_size + slot % kv.block_size;
+    const int64_t row = kv_slot_row(kv, slot, h);
     quantize_row_i8(k + int64_t(h) * hd, hd, static_cast<int8_t*>(kv.k) + row * hd, kv.k_scale + row);
     quantize_row_i8(v + int64_t(h) * hd, hd, static_cast<int8_t*>(kv.v) + row * hd, kv.v_scale + row);
   }

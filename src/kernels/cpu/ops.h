@@ -98,24 +98,29 @@ void add_inplace(float* y, const float* x, int64_t n);
 // x = softmax(x), numerically stable, in place.
 void softmax(float* x, int64_t n);
 
-// The paged KV cache of one layer, as attention reads it: a pool of blocks,
-// each [n_kv_heads][block_size][head_dim] of `dtype` (F32, F16, BF16 or I8),
-// for K and for V. A sequence owns the blocks listed in its block table, in
-// order. Slot s = block * block_size + offset holds one token; head h of it
-// is row (block * n_kv_heads + h) * block_size + offset. Head-major blocks
-// make each head's rows of a block one contiguous run, which attention (one
-// K/V head per task) streams; token-major blocks scattered a head's rows at
-// a stride of n_kv_heads * head_dim, which the hardware prefetchers served
-// poorly (decode attention at 512-1100 tokens of context took ~20 % of a
-// TinyLlama int4 token).
+// The paged KV cache of one layer, as attention reads it: a pool of n_blocks
+// blocks of block_size token slots, for K and for V. A sequence owns the
+// blocks listed in its block table, in order; slot s = block * block_size +
+// offset holds one token. The pools are head-major: head h of slot s is row
+// (h * n_blocks + block) * block_size + offset of head_dim values of `dtype`
+// (F32, F16, BF16 or I8), i.e. [n_kv_heads][n_blocks][block_size][head_dim].
+// Attention runs one K/V head per task, so it streams one head's rows; with
+// the heads outermost a sequence whose blocks are in order (as a fresh
+// engine hands them out) is one contiguous run per head, which the hardware
+// prefetchers follow. The two layouts before cost: token-major blocks put a
+// head's rows at a stride of n_kv_heads * head_dim (decode attention at
+// 512-1100 tokens took ~20 % of a TinyLlama int4 token), and head-major
+// blocks ([n_blocks][n_kv_heads][block_size][head_dim]) left the other
+// heads' parts between a head's 1 KB INT8 parts, which the prefetchers did
+// not follow (docs/performance.md).
 //
 // I8 (INT8 KV cache): symmetric per-token, per-head quantization. Values are
 // int8 in [-127, 127] in the same layout, and k_scale / v_scale hold one f32
-// per row: the scale of head h of slot s is at the row's index (the scale
-// pools have blocks * block_size * n_kv_heads floats). The value is
-// q * scale with scale = max|x| / 127 over the head's head_dim values
-// (quantization error <= scale / 2). Bytes per token and head:
-// head_dim + 4 (vs 2 * head_dim for F16/BF16). Unused for other dtypes.
+// per row, at the row's index (the scale pools have n_blocks * block_size *
+// n_kv_heads floats). The value is q * scale with scale = max|x| / 127 over
+// the head's head_dim values (quantization error <= scale / 2). Bytes per
+// token and head: head_dim + 4 (vs 2 * head_dim for F16/BF16). Unused for
+// other dtypes.
 struct PagedKV {
   void* k = nullptr;
   void* v = nullptr;
@@ -123,9 +128,20 @@ struct PagedKV {
   int block_size = 16;
   int n_kv_heads = 0;
   int head_dim = 0;
-  float* k_scale = nullptr;  // I8 only: [slot][n_kv_heads]
-  float* v_scale = nullptr;  // I8 only: [slot][n_kv_heads]
+  float* k_scale = nullptr;  // I8 only: one per row
+  float* v_scale = nullptr;  // I8 only: one per row
+  int64_t n_blocks = 0;      // blocks in the pool (the row stride between heads is n_blocks * block_size)
 };
+
+// First row of head `head`'s part of pool block `block`; its block_size rows
+// (and, for I8, their scales) follow one another.
+inline int64_t kv_block_row(const PagedKV& kv, int64_t block, int head) {
+  return (int64_t(head) * kv.n_blocks + block) * kv.block_size;
+}
+// The row of head `head` of slot `slot`.
+inline int64_t kv_slot_row(const PagedKV& kv, int64_t slot, int head) {
+  return kv_block_row(kv, slot / kv.block_size, head) + slot % kv.block_size;
+}
 
 // One query head attending over the first n_ctx cached positions of a sequence
 // (reference::attention_head is the definition every kernel is tested against; on AVX-512 this is one row of

@@ -82,10 +82,9 @@ void softmax(float* x, int64_t n) {
 void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_t* block_table,
                     int64_t n_ctx, float scale, float alibi_slope, float* out, float* scratch) {
   const int hd = kv.head_dim;
-  // Head-major blocks (PagedKV): row (block * n_kv_heads + head) * block_size + offset.
+  // Head-major pools (PagedKV): position j is row kv_block_row(block, head) + j % block_size.
   auto slot_offset = [&](int64_t j) {
-    return ((int64_t(block_table[j / kv.block_size]) * kv.n_kv_heads + kv_head) * kv.block_size +
-            j % kv.block_size) * hd;
+    return (kv_block_row(kv, block_table[j / kv.block_size], kv_head) + j % kv.block_size) * hd;
   };
   const bool i8 = kv.dtype == DType::I8;
   // I8: the scale of a row is at the row's index, off / hd.
@@ -112,7 +111,7 @@ void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_
 void store_kv(const PagedKV& kv, int64_t slot, const float* k, const float* v) {
   const int hd = kv.head_dim;
   for (int h = 0; h < kv.n_kv_heads; ++h) {
-    const int64_t row = (slot / kv.block_size * kv.n_kv_heads + h) * kv.block_size + slot % kv.block_size;
+    const int64_t row = kv_slot_row(kv, slot, h);
     if (kv.dtype == DType::I8) {
       quantize_row_i8(k + int64_t(h) * hd, hd, static_cast<int8_t*>(kv.k) + row * hd, kv.k_scale + row);
       quantize_row_i8(v + int64_t(h) * hd, hd, static_cast<int8_t*>(kv.v) + row * hd, kv.v_scale + row);
