@@ -134,12 +134,14 @@ struct PagedKV {
 };
 
 // First row of head `head`'s part of pool block `block`; its block_size rows
-// (and, for I8, their scales) follow one another.
-inline int64_t kv_block_row(const PagedKV& kv, int64_t block, int head) {
+// (and, for I8, their scales) follow one another. (Static: each file, the
+// SIMD-flagged ones included, gets its own copy, so the linker cannot hand a
+// scalar caller code built with -mavx512f; kernels/cpu/impl.h.)
+static inline int64_t kv_block_row(const PagedKV& kv, int64_t block, int head) {
   return (int64_t(head) * kv.n_blocks + block) * kv.block_size;
 }
 // The row of head `head` of slot `slot`.
-inline int64_t kv_slot_row(const PagedKV& kv, int64_t slot, int head) {
+static inline int64_t kv_slot_row(const PagedKV& kv, int64_t slot, int head) {
   return kv_block_row(kv, slot / kv.block_size, head) + slot % kv.block_size;
 }
 
