@@ -1557,19 +1557,24 @@ void attention_rows_bf16dot(const AttnRow* rows, int n_rows, const PagedKV& kv, 
     __m512 mx = _mm512_set1_ps(-INFINITY);
     for (int64_t i = 0; i < n; i += 16) mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, tail_mask(n - i), sr + i));
     const __m512 vmax = _mm512_set1_ps(n > 0 ? _mm512_reduce_max_ps(mx) : 0.0f);
-    __m512d sum[2] = {_mm512_setzero_pd(), _mm512_setzero_pd()};
-    for (int64_t i = 0; i < ld_s; i += 16) {
+    // Two chains of double adds, 16 scores each, named (a sum[i / 16 & 1]
+    // array lived on the stack: every add waited on a store and a load).
+    auto exp16 = [&](int64_t i, __m512d& sum) {
       const __mmask16 m = tail_mask(imax(0, n - i));
       const __m512 e = _mm512_maskz_mov_ps(m, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, sr + i), vmax)));
-      const int k = int(i / 16) & 1;  // two chains of double adds
-      sum[k] = _mm512_add_pd(sum[k], _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(e)),
-                                                   _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1))));
+      sum = _mm512_add_pd(sum, _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(e)),
+                                             _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1))));
       const __m256i h = (__m256i)_mm512_cvtneps_pbh(e);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(ph + i), h);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(ph + ld_s + i),
                           (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(e, bf16_to_f32(h))));
+    };
+    __m512d sum0 = _mm512_setzero_pd(), sum1 = _mm512_setzero_pd();
+    for (int64_t i = 0; i < ld_s; i += 32) {
+      exp16(i, sum0);
+      if (i + 16 < ld_s) exp16(i + 16, sum1);
     }
-    inv_sum[r] = n > 0 ? float(1.0 / _mm512_reduce_add_pd(_mm512_add_pd(sum[0], sum[1]))) : 0.0f;
+    inv_sum[r] = n > 0 ? float(1.0 / _mm512_reduce_add_pd(_mm512_add_pd(sum0, sum1))) : 0.0f;
   }
   // Values, RV rows at a time (the rest as one group), each group over its
   // longest context; the first group prefetches V ahead.
