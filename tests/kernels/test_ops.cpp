@@ -356,8 +356,8 @@ TEST(StoreKv, MatchesScalarConversionBitForBit) {
     // head-major pools: head h of token t is row (h * n_blocks + t / 16) * 16 + t % 16
     for (int64_t t = 0; t < tokens; ++t)
       for (int h = 0; h < 3; ++h)
-        std::memcpy(want.data() + ((h * kv.n_blocks + t / 16) * 16 + t % 16) * 4 * esz, conv.data() + (t * 12 + h * 4) * esz,
-                    4 * esz);
+        std::memcpy(want.data() + ((h * kv.n_blocks + t / 16) * 16 + t % 16) * 4 * esz,
+                    conv.data() + (t * 12 + h * 4) * esz, 4 * esz);
     for (Isa isa : supported_isas()) {
       IsaScope scope(isa);
       std::vector<uint8_t> kc(size_t(n) * esz), vc(size_t(n) * esz);

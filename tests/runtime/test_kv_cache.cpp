@@ -100,6 +100,13 @@ TEST(KVCache, Int8HasPerSlotPerHeadScales) {
   EXPECT_EQ(k8[3], 0);
   EXPECT_EQ(k8[6], 127);
   EXPECT_EQ(l0.k_scale[row], 0.0f) << "layer 0 untouched";
+  // Head 1 of the same slot is n_blocks * block_size rows on: its values
+  // -2 -1 0 1 2 3 -3 -2.
+  const int64_t row1 = (1 * 3 + 5 / 4) * 4 + 5 % 4;
+  EXPECT_FLOAT_EQ(l1.k_scale[row1], 3.0f / 127);
+  const int8_t* k8h1 = static_cast<const int8_t*>(l1.k) + row1 * hd;
+  EXPECT_EQ(k8h1[5], 127);
+  EXPECT_EQ(k8h1[6], -127);
   // Attending to the one slot (block 1, offset 1) returns V of that head.
   std::vector<int32_t> table = {0, 1};
   std::vector<float> q(hd, 0.1f);

@@ -380,7 +380,7 @@ void store_kv(const PagedKV& kv, int64_t slot, const float* k, const float* v) {
   const int64_t hd = kv.head_dim;
   const size_t esz = dtype_size(kv.dtype);
   const Isa isa = active_isa();
-  for (int h = 0; h < kv.n_kv_heads; ++h) {  // head-major blocks (PagedKV)
+  for (int h = 0; h < kv.n_kv_heads; ++h) {  // head-major pools (PagedKV)
     const int64_t row = kv_slot_row(kv, slot, h);
     void* kd = static_cast<uint8_t*>(kv.k) + row * hd * int64_t(esz);
     void* vd = static_cast<uint8_t*>(kv.v) + row * hd * int64_t(esz);
