@@ -650,7 +650,8 @@ void attention_t(const float* q, const PagedKV& kv, int kv_head, const int32_t* 
   const E* vbase = static_cast<const E*>(kv.v);
   auto block_first_row = [&](int64_t j) { return kv_block_row(kv, block_table[j / kv.block_size], kv_head); };
   for (int64_t j0 = 0; j0 < n_ctx; j0 += kv.block_size) {
-    const E* blk = kbase + block_first_row(j0) * hd;
+    const int64_t r0 = block_first_row(j0);  // the block's first row (and scale) of this head
+    const E* blk = kbase + r0 * hd;
     const int64_t nt = imin(kv.block_size, n_ctx - j0);
     for (int64_t t = 0; t < nt; t += 4) {
       const int64_t cnt = imin(4, nt - t);
@@ -669,7 +670,7 @@ void attention_t(const float* q, const PagedKV& kv, int kv_head, const int32_t* 
         for (int d = hd8; d < hd; ++d) dot += q[d] * Ld<T>::scalar(ks[i] + d);
         const int64_t j = j0 + t + i;
         if constexpr (T == DType::I8)
-          dot *= kv.k_scale[block_first_row(j0) + t + i];
+          dot *= kv.k_scale[r0 + t + i];
         scores[j] = dot * scale + alibi_slope * float(j - (n_ctx - 1));
       }
     }
