@@ -259,9 +259,10 @@ TEST(Matmul, ForceIsaNeverExceedsTheCpu) {
 }
 
 // The blocked BF16 GEMV under each decode prefetch profile (prefetch_tuning.h),
-// one weight stream per thread or two: the same bits (Matmul.BlockedBf16AllIsas
-// holds them against the reference under the machine's own profile). N = 200
-// is 25 blocks: two streams leave one over on 1 and on 2 threads.
+// one weight stream per thread or two: the same bits at each ISA level
+// (Matmul.BlockedBf16AllIsas holds them against the reference under the
+// machine's own profile). N = 200 is 25 blocks: two streams leave one over on
+// 1 and on 2 threads.
 TEST(Matmul, BlockedBf16DecodePrefetchProfilesGiveTheSameBits) {
   std::mt19937 rng(77);
   const int64_t K = 4096, N = 200;
@@ -270,17 +271,20 @@ TEST(Matmul, BlockedBf16DecodePrefetchProfilesGiveTheSameBits) {
   block_bf16(static_cast<const uint16_t*>(w.data()), N, K, wblk.data());
   for (int64_t M : {1, 3}) {
     const auto x = random_floats(rng, size_t(M * K));
-    std::vector<float> want;
-    for (const char* profile : {"default", "zen5", "zen5:bf16_streams=1", "default:bf16_streams=2"})
-      for (int threads : {1, 2}) {
-        PrefetchScope scope(profile);
-        std::vector<float> y(size_t(M * N), -7.0f);
-        matmul_bf16_blocked(x.data(), M, K, K, wblk.data(), N, nullptr, y.data(), N, pool(threads));
-        if (want.empty())
-          want = y;
-        else
-          ASSERT_EQ(y, want) << "M=" << M << " " << profile << " threads=" << threads;
-      }
+    for (Isa isa : supported_isas()) {
+      IsaScope iscope(isa);
+      std::vector<float> want;
+      for (const char* profile : {"default", "zen5", "zen5:bf16_streams=1", "default:bf16_streams=2"})
+        for (int threads : {1, 2}) {
+          PrefetchScope scope(profile);
+          std::vector<float> y(size_t(M * N), -7.0f);
+          matmul_bf16_blocked(x.data(), M, K, K, wblk.data(), N, nullptr, y.data(), N, pool(threads));
+          if (want.empty())
+            want = y;
+          else
+            ASSERT_EQ(y, want) << isa_name(isa) << " M=" << M << " " << profile << " threads=" << threads;
+        }
+    }
   }
 }
 

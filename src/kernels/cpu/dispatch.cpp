@@ -268,7 +268,9 @@ void matmul_bf16_blocked_multi(const float* x, int64_t M, int64_t K, int64_t ldx
                                ThreadPool& pool) {
   RINFER_CHECK(n >= 0 && n <= kMatmulQMultiMax, "matmul_bf16_blocked_multi: ", n, " matrices, at most ",
                kMatmulQMultiMax);
-  if (active_isa() != Isa::Avx512 || M <= 0 || n == 0) {
+  const Isa isa = active_isa();
+  // One job: AVX-512 (GEMV and GEMM) and the AVX2 GEMV; else one call each.
+  if (!(isa == Isa::Avx512 || (isa == Isa::Avx2 && M <= kGemvMaxRows)) || M <= 0 || n == 0) {
     for (int i = 0; i < n; ++i)
       matmul_bf16_blocked(x, M, K, ldx, outs[i].w, outs[i].N, outs[i].bias, outs[i].y, outs[i].ldy, pool);
     return;
@@ -283,7 +285,10 @@ void matmul_bf16_blocked_multi(const float* x, int64_t M, int64_t K, int64_t ldx
     as[i] = detail::MatmulArgs{x, M, K, ldx, o.w, DType::BF16, o.N, o.bias, o.y, o.ldy, dot};
     as[i].bf16_blocked = true;
   }
-  avx512::matmul_bf16_blocked_multi(as, n, runner_for(pool));
+  if (isa == Isa::Avx2)
+    avx2::matmul_bf16_blocked_gemv_multi(as, n, runner_for(pool));
+  else
+    avx512::matmul_bf16_blocked_multi(as, n, runner_for(pool));
 }
 
 void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* y) {
@@ -590,10 +595,12 @@ void matmul_q_gate_up_silu(const float* x, int64_t M, int64_t K, int64_t ldx, co
 
 void matmul_q_multi(const float* x, int64_t M, int64_t K, int64_t ldx, const QMatmulOut* outs, int n,
                     ThreadPool& pool) {
-  // Fused: the int8-activation decode GEMV, and the VNNI prefill GEMM.
+  // Fused: the int8-activation decode GEMV (AVX-512 and AVX2), and the VNNI
+  // prefill GEMM (AVX-512; the AVX2 prefill runs each matrix as its own call).
   const bool gemv = M <= kQGemvMaxM;
-  // (AVX-512 only: on AVX2 each matrix is its own call.)
-  bool fuse = n >= 2 && n <= kMatmulQMultiMax && M > 0 && active_isa() == Isa::Avx512 && (gemv || has_vnni());
+  const Isa isa = active_isa();
+  bool fuse = n >= 2 && n <= kMatmulQMultiMax && M > 0 &&
+              ((isa == Isa::Avx512 && (gemv || has_vnni())) || (isa == Isa::Avx2 && gemv));
   for (int i = 0; fuse && i < n; ++i) {
     const QuantizedWeight& w = *outs[i].w;
     fuse = (!gemv || decode_a8(w)) && w.type == outs[0].w->type && w.group_size == outs[0].w->group_size &&
@@ -609,7 +616,9 @@ void matmul_q_multi(const float* x, int64_t M, int64_t K, int64_t ldx, const QMa
     count_macs(M, outs[i].w->N, K);
     as[i] = detail::QMatmulArgs{x, M, K, ldx, outs[i].w, outs[i].bias, outs[i].y, outs[i].ldy};
   }
-  if (gemv)
+  if (gemv && isa == Isa::Avx2)
+    avx2::matmul_q_gemv_a8_multi(as, n, runner_for(pool));
+  else if (gemv)
     avx512::matmul_q_gemv_a8_multi(as, n, runner_for(pool));
   else
     avx512::matmul_q_gemm_multi(as, n, runner_for(pool));

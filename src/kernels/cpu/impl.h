@@ -111,9 +111,15 @@ namespace rinfer::kernels::cpu::avx2 {
 // Decode GEMV with x quantized per (row, group) as avx512::matmul_q_gemv_a8,
 // int8 dot products by vpmaddubsw / vpmaddwd (M <= 4).
 void matmul_q_gemv_a8(const detail::QMatmulArgs& a, const detail::Runner& runner);
+// as[0 .. n): one x, weights of one type and group size, as one pool job
+// (as avx512::matmul_q_gemv_a8_multi).
+void matmul_q_gemv_a8_multi(const detail::QMatmulArgs* as, int n, const detail::Runner& runner);
 }  // namespace rinfer::kernels::cpu::avx2
 
 namespace rinfer::kernels::cpu::avx2 {
 // Decode GEMV on BF16 weights stored blocked (M <= 8; see matmul_bf16_blocked in ops.h).
 void matmul_bf16_blocked_gemv(const detail::MatmulArgs& a, const detail::Runner& runner);
+// The same for as[0 .. n) of one x (all M <= 8) as one pool job (as
+// avx512::matmul_bf16_blocked_multi's decode case).
+void matmul_bf16_blocked_gemv_multi(const detail::MatmulArgs* as, int n, const detail::Runner& runner);
 }  // namespace rinfer::kernels::cpu::avx2

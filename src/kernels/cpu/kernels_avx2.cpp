@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "kernels/cpu/impl.h"
+#include "kernels/cpu/owned_ranges.h"
+#include "kernels/cpu/prefetch_tuning.h"
 
 #if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
 #error "kernels_avx2.cpp must be compiled with the AVX2 flags (see rinfer_simd_flags)"
@@ -20,6 +22,9 @@ namespace rinfer::kernels::cpu::avx2 {
 using detail::MatmulArgs;
 using detail::QMatmulArgs;
 using detail::Runner;
+using detail::OwnedRanges;  // owned_ranges.h
+using detail::kGemvClaimBytes;
+using detail::part_of;
 
 namespace {
 
@@ -242,7 +247,7 @@ void gemv(const MatmulArgs& in, const Runner& runner) {
 
 // ---------------------------------------------------------------- decode GEMV, blocked BF16
 // The AVX-512 kernel's scheme (kernels_avx512.cpp) at 8 lanes: W in the
-// blocked layout [N/8][K/32][8 rows][32 k] is read as one stream; a row's
+// blocked layout [N/8][K/32][8 rows][32 k] is read block by block; a row's
 // 32-k piece is two ymm loads of 16 BF16 pairs each, widened without
 // shuffles (even k: << 16, odd k: & 0xffff0000) against x split once per
 // call into [k/32][16 even | 16 odd]. One x row per pass over a block (8
@@ -250,52 +255,87 @@ void gemv(const MatmulArgs& in, const Runner& runner) {
 // L1/L2. (Before, AVX2 unblocked chunks into scratch: 0.36 of bandwidth.)
 constexpr int kBlkRows = 8;
 
-void gemv_blk_row(const float* xeo, int64_t K, const uint16_t* wb, float* out /* [8] */) {
+// acc[0 .. 8) += the block's 8 rows (wb: its first k-tile) . x over the
+// k-tiles [t0, t1) of 32 k. The sums stay in registers within the call.
+inline void gemv_blk_tiles(const float* xeo, const uint16_t* wb, int64_t t0, int64_t t1, __m256* acc) {
   const __m256i hi_mask = _mm256_set1_epi32(int(0xffff0000u));
-  __m256 acc[kBlkRows];
+  __m256 s[kBlkRows];
 #pragma GCC unroll 8
-  for (int r = 0; r < kBlkRows; ++r) acc[r] = _mm256_setzero_ps();
-  const uint16_t* p = wb;
-  for (int64_t k = 0; k < K; k += 32, p += 32 * kBlkRows) {
-    const __m256 xe0 = _mm256_loadu_ps(xeo + k), xe1 = _mm256_loadu_ps(xeo + k + 8);
-    const __m256 xo0 = _mm256_loadu_ps(xeo + k + 16), xo1 = _mm256_loadu_ps(xeo + k + 24);
+  for (int r = 0; r < kBlkRows; ++r) s[r] = acc[r];
+  const uint16_t* p = wb + t0 * 32 * kBlkRows;
+  for (int64_t t = t0; t < t1; ++t, p += 32 * kBlkRows) {
+    const float* xt = xeo + 32 * t;
+    const __m256 xe0 = _mm256_loadu_ps(xt), xe1 = _mm256_loadu_ps(xt + 8);
+    const __m256 xo0 = _mm256_loadu_ps(xt + 16), xo1 = _mm256_loadu_ps(xt + 24);
 #pragma GCC unroll 8
     for (int r = 0; r < kBlkRows; ++r) {
       const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * r));
       const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * r + 16));
-      __m256 a = _mm256_fmadd_ps(xe0, _mm256_castsi256_ps(_mm256_slli_epi32(v0, 16)), acc[r]);
+      __m256 a = _mm256_fmadd_ps(xe0, _mm256_castsi256_ps(_mm256_slli_epi32(v0, 16)), s[r]);
       a = _mm256_fmadd_ps(xo0, _mm256_castsi256_ps(_mm256_and_si256(v0, hi_mask)), a);
       a = _mm256_fmadd_ps(xe1, _mm256_castsi256_ps(_mm256_slli_epi32(v1, 16)), a);
-      acc[r] = _mm256_fmadd_ps(xo1, _mm256_castsi256_ps(_mm256_and_si256(v1, hi_mask)), a);
+      s[r] = _mm256_fmadd_ps(xo1, _mm256_castsi256_ps(_mm256_and_si256(v1, hi_mask)), a);
     }
   }
+#pragma GCC unroll 8
+  for (int r = 0; r < kBlkRows; ++r) acc[r] = s[r];
+}
+
+// y[m, the 8 rows of block b] = the lane sums of acc (+ bias).
+void store_blk_row(const MatmulArgs& a, const __m256* acc, int64_t m, int64_t b) {
+  const int64_t n0 = b * kBlkRows;
   alignas(32) float t[8];
   for (int r = 0; r < kBlkRows; ++r) {
     _mm256_store_ps(t, acc[r]);
-    out[r] = ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+    a.y[m * a.ldy + n0 + r] = ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7])) + (a.bias ? a.bias[n0 + r] : 0.0f);
   }
 }
 
-struct GemvBlkCtx {
-  const MatmulArgs* a;
-  const float* xeo;  // [M][K]: per 32-k tile, 16 even-k then 16 odd-k values
-  int64_t blocks_per_task, n_blocks;
-};
-
-void gemv_blk_task(void* p, int64_t task, int) {
-  const auto& c = *static_cast<const GemvBlkCtx*>(p);
-  const MatmulArgs& a = *c.a;
-  const int64_t K = a.K, b0 = task * c.blocks_per_task, b1 = imin(c.n_blocks, b0 + c.blocks_per_task);
+// y rows of 8-row blocks [b0, b1), every x row (xeo: x as [M][K] in the
+// even/odd order above).
+void gemv_blk_blocks(const MatmulArgs& a, const float* xeo, int64_t b0, int64_t b1) {
+  const int64_t K = a.K;
   const auto* w = static_cast<const uint16_t*>(a.w);
-  float out[kBlkRows];
-  for (int64_t b = b0; b < b1; ++b) {
-    const int64_t n0 = b * kBlkRows;
+  for (int64_t b = b0; b < b1; ++b)
     for (int64_t m = 0; m < a.M; ++m) {
-      gemv_blk_row(c.xeo + m * K, K, w + b * kBlkRows * K, out);
-      for (int r = 0; r < kBlkRows; ++r) a.y[m * a.ldy + n0 + r] = out[r] + (a.bias ? a.bias[n0 + r] : 0.0f);
+      __m256 acc[kBlkRows];
+      for (int r = 0; r < kBlkRows; ++r) acc[r] = _mm256_setzero_ps();
+      gemv_blk_tiles(xeo + m * K, w + b * kBlkRows * K, 0, K / 32, acc);
+      store_blk_row(a, acc, m, b);
+    }
+}
+
+// One stream of weight lines per thread, whatever DecodePrefetch::bf16_streams
+// says: AVX-512 reads two blocks' k-tiles side by side, but their 16 sums do
+// not fit next to x in AVX2's 16 registers. Two blocks taking turns every 8,
+// 32 or 128 k-tiles (their sums through L1 between turns) was measured and
+// not kept. bench_gemv_pairs, RINFER_ISA=avx2, Zen 5, two streams against
+// one in the same rounds, of a plain read: 2 threads, turns of 8 / 32 / 128
+// tiles 0.62 / 0.60 / 0.54 against 0.69 / 0.66 / 0.61 (another run at 32:
+// 0.82 against 0.84); 1 thread 0.42 / 0.81 / 0.80 against 0.51 / 0.79 / 0.84
+// (and 0.93 against 0.88).
+// The blocked GEMV over as[0 .. n) as avx512's GemvBlkJob: the 8-row blocks
+// of all the matrices, one after the other, split over the threads as
+// OwnedRanges, so q/k/v or gate/up are one pool job.
+struct GemvBlkJob {
+  const MatmulArgs* as;
+  const float* xeo;
+  int64_t first_block[kMatmulQMultiMax + 1] = {0};  // matrix i: [first_block[i], first_block[i + 1])
+  OwnedRanges ranges;                               // of 8-row blocks
+  int which(int64_t gb) const { return part_of(first_block, gb); }
+  void blocks(int64_t b0, int64_t b1) const {
+    while (b0 < b1) {
+      const int i = which(b0);
+      const int64_t e = imin(b1, first_block[i + 1]);
+      gemv_blk_blocks(as[i], xeo, b0 - first_block[i], e - first_block[i]);
+      b0 = e;
     }
   }
-}
+  static void task(void* p, int64_t t, int) {
+    auto& j = *static_cast<GemvBlkJob*>(p);
+    j.ranges.work(int(t), [&](int64_t b0, int64_t b1) { j.blocks(b0, b1); });
+  }
+};
 
 // ---------------------------------------------------------------- prefill GEMM
 // BLIS-style, as in kernels_avx512.cpp: C[6 x 16] += xpanel[k][6] (broadcast)
@@ -1184,98 +1224,191 @@ struct QGemvA8Ctx {
   const int32_t* xabs;  // Q8: [M][K/4] quads of |quantized x|
   const int32_t* comp;  // Q4: [M][G] -8 * sum of the group's quantized x
   const float* sxg;     // [M][G] x's scale per group
-  int64_t blocks_per_task, n_blocks;
+  // Software prefetch of the group scales (both types): when several
+  // threads stream, or on Q8 where the profile says so (q8_one_thread, as
+  // avx512's QGemvA8Ctx::prefetch; neutral here: 1 thread 1.02 / 0.96 of a
+  // plain read with it, 0.98 / 0.97 without). Weights: see qgemv_a8_block.
+  bool prefetch;
+  const DecodePrefetch* pf;  // distances (prefetch_tuning.h)
 };
 
-// Q4: a non-temporal prefetch of the weight line this many bytes ahead (an
-// asm statement, which the compiler keeps). In the model (tinyllama int4,
-// RINFER_ISA=avx2, 512-token context, the prefetch behind a switch flipped
-// every decode step, per layer): 1 thread gate/up 540 -> 477 us and 611 ->
-// 528, down 287 -> 250 and 328 -> 273; 2 threads gate/up 378 -> 364 and
-// 367 -> 356, down 203 -> 189 and 200 -> 184. 2 KB ahead gained 2 % on one
-// thread; for Q8 (int8) 4 KB ahead lost 4 %.
-constexpr int64_t kQ4Prefetch = 4096;
-// ... and, with the group's loop unrolled (GS a constant), a prefetch into
-// L2 this many bytes ahead once per 4 lines. Per-step A/B as above, gate/up
-// per layer: 1 thread 733 -> 647 us, 548 -> 520 and 697 -> 676; 2 threads
-// 427 -> 400 and 453 -> 438. Unrolled alone: 857 -> 832 (1 thread); 16 KB
-// ahead: 653 -> 620. (The same pair gained 7 % per step on AVX-512:
-// kQ4L2Prefetch there.)
-constexpr int64_t kQ4L2Prefetch = 32768;
+// Software prefetches the compiler keeps (GCC deletes a loop whose only
+// work is _mm_prefetch; see avx512's prefetch_l2).
+inline void prefetch_l2(const void* p) { asm volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(p))); }
+inline void prefetch_nta(const void* p) { asm volatile("prefetchnta %0" : : "m"(*static_cast<const char*>(p))); }
+// The group scales: this many bytes ahead of the group's (as avx512's kQ4ScalePrefetch).
+constexpr int64_t kScalePrefetch = 2048;
 
-// y[m, rows 16 b .. 16 b + 16). GS: the group size as a constant (0: read
-// from w), so that the Q4 line loop unrolls.
-template <bool Q4, int GS = 0>
-void qgemv_a8_block(const QGemvA8Ctx& c, int64_t b, int64_t m) {
-  const QMatmulArgs& a = *c.a;
-  const QuantizedWeight& w = *a.w;
-  const int64_t K = a.K, K4 = K / 4, gs = GS ? GS : w.group_size, G = K / gs;
-  const uint8_t* wb = static_cast<const uint8_t*>(w.data) + b * (Q4 ? 8 * K : 16 * K);
+// One 16-row block of a matrix in a QGemvA8Job: its context and index.
+struct QBlk {
+  const QGemvA8Ctx* c;
+  int64_t b;
+};
+
+// y[m, rows 16 b .. 16 b + 16) of NB blocks side by side, each its own
+// stream of weight lines (DecodePrefetch::q4_streams / q8_streams; the
+// blocks share x: the matrices of one job have the same K and group size).
+// GS: the group size as a constant, so the Q4 line loop unrolls.
+//  - Q4 prefetches its weights by the profile's q4_nta / q4_l2, as the
+//    AVX-512 GEMV (the "default" profile's 4 KB / 32 KB are the constants
+//    this file had measured before the profiles). bench_gemv_pairs,
+//    RINFER_ISA=avx2 on Zen 5 (profile zen5: nta 3 KB, two streams), the
+//    binaries before and after in turn: 2 threads 0.72-0.88 -> 1.12-1.21 of
+//    a plain read, 1 thread 0.75-0.99 -> 1.09-1.25; tinyllama int4 in the
+//    model (2 threads) 41.0-41.2 -> 49.7-53.5 tokens/s.
+//  - Q8 takes no weight prefetch: the profile's T2 12 KB ahead lost (2
+//    threads 0.74 of a plain read with it, 0.99 without; 1 thread 0.81
+//    against 1.11), and its line loop unrolls only 4 times (fully unrolled,
+//    0.59-0.69 against 0.83-0.90).
+template <bool Q4, int GS, bool PF, int NB>
+void qgemv_a8_block(const QBlk* blk, int64_t m) {
+  const QGemvA8Ctx& c = *blk[0].c;
+  const int64_t K = c.a->K, K4 = K / 4, G = K / GS;
+  const uint8_t* wb[NB];
+#pragma GCC unroll 2
+  for (int j = 0; j < NB; ++j)
+    wb[j] = static_cast<const uint8_t*>(blk[j].c->a->w->data) + blk[j].b * (Q4 ? 8 * K : 16 * K);
   const int32_t* xq = c.xq + m * K4;
+  const int64_t q4_nta = c.pf->q4_nta, q4_l2 = c.pf->q4_l2;
   const __m256i ones = _mm256_set1_epi16(1), low4 = _mm256_set1_epi8(15), flip = _mm256_set1_epi8(char(0x80));
-  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  __m256 acc[NB][2];
+#pragma GCC unroll 2
+  for (int j = 0; j < NB; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
   for (int64_t g = 0; g < G; ++g) {
-    const int64_t k4 = g * gs / 4;
-    __m256i s[2];
-    s[0] = s[1] = Q4 ? _mm256_set1_epi32(c.comp[m * G + g]) : _mm256_setzero_si256();
+    const int64_t k4 = g * GS / 4;
+    __m256i s[NB][2];
+#pragma GCC unroll 2
+    for (int j = 0; j < NB; ++j) s[j][0] = s[j][1] = Q4 ? _mm256_set1_epi32(c.comp[m * G + g]) : _mm256_setzero_si256();
     if constexpr (!Q4) {
       const int32_t* xa = c.xabs + m * K4;
-      const uint8_t* p = wb + k4 * 64;
-      for (int64_t t = 0; t < gs / 4; ++t, p += 64) {
+#pragma GCC unroll 4
+      for (int64_t t = 0; t < GS / 4; ++t) {
         const __m256i xs = _mm256_set1_epi32(xq[k4 + t]), xm = _mm256_set1_epi32(xa[k4 + t]);
 #pragma GCC unroll 2
-        for (int h = 0; h < 2; ++h) {
-          const __m256i q = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * h)), flip);
-          s[h] = _mm256_add_epi32(s[h], _mm256_madd_epi16(_mm256_maddubs_epi16(xm, _mm256_sign_epi8(q, xs)), ones));
+        for (int j = 0; j < NB; ++j) {
+          const uint8_t* p = wb[j] + (k4 + t) * 64;
+#pragma GCC unroll 2
+          for (int h = 0; h < 2; ++h) {
+            const __m256i q = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * h)), flip);
+            s[j][h] = _mm256_add_epi32(s[j][h], _mm256_madd_epi16(_mm256_maddubs_epi16(xm, _mm256_sign_epi8(q, xs)), ones));
+          }
         }
       }
     } else {
-      const uint8_t* p = wb + (k4 / 2) * 64;
 #pragma GCC unroll 16
-      for (int64_t t = 0; t < gs / 8; ++t, p += 64) {
-        asm volatile("prefetchnta %0" : : "m"(*(p + kQ4Prefetch)));
-        if (t % 4 == 0) asm volatile("prefetcht1 %0" : : "m"(*(p + kQ4L2Prefetch)));
+      for (int64_t t = 0; t < GS / 8; ++t) {
         const __m256i xl = _mm256_set1_epi32(xq[k4 + 2 * t]), xh = _mm256_set1_epi32(xq[k4 + 2 * t + 1]);
 #pragma GCC unroll 2
-        for (int h = 0; h < 2; ++h) {
-          const __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * h));
-          const __m256i lo = _mm256_and_si256(l, low4), hi = _mm256_and_si256(_mm256_srli_epi16(l, 4), low4);
-          const __m256i d = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh));
-          s[h] = _mm256_add_epi32(s[h], _mm256_madd_epi16(d, ones));
+        for (int j = 0; j < NB; ++j) {
+          const uint8_t* p = wb[j] + (k4 / 2 + t) * 64;
+          if (q4_nta) prefetch_nta(p + q4_nta);
+          if (q4_l2 && t % 4 == 0) prefetch_l2(p + q4_l2);
+#pragma GCC unroll 2
+          for (int h = 0; h < 2; ++h) {
+            const __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * h));
+            const __m256i lo = _mm256_and_si256(l, low4), hi = _mm256_and_si256(_mm256_srli_epi16(l, 4), low4);
+            const __m256i d = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh));
+            s[j][h] = _mm256_add_epi32(s[j][h], _mm256_madd_epi16(d, ones));
+          }
         }
       }
     }
     const __m256 sx = _mm256_set1_ps(c.sxg[m * G + g]);
 #pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h)
-      acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[h]), _mm256_mul_ps(load_scales8(w, (b * G + g) * 16 + 8 * h), sx),
-                               acc[h]);
+    for (int j = 0; j < NB; ++j) {
+      const QuantizedWeight& w = *blk[j].c->a->w;
+      const int64_t si = (blk[j].b * G + g) * 16;
+      if constexpr (PF)
+        _mm_prefetch(static_cast<const char*>(w.scales) + si * (w.scale_dtype == DType::F16 ? 2 : 4) + kScalePrefetch,
+                     _MM_HINT_T1);
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h)
+        acc[j][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[j][h]), _mm256_mul_ps(load_scales8(w, si + 8 * h), sx), acc[j][h]);
+    }
   }
-  const int64_t n0 = 16 * b, cnt = imin(16, w.N - n0);
-  alignas(32) float buf[16];
-  _mm256_store_ps(buf, acc[0]);
-  _mm256_store_ps(buf + 8, acc[1]);
-  float* yp = a.y + m * a.ldy + n0;
-  for (int64_t i = 0; i < cnt; ++i) yp[i] = buf[i] + (a.bias ? a.bias[n0 + i] : 0.0f);
-}
-
-template <bool Q4, int GS>
-void qgemv_a8_blocks(const QGemvA8Ctx& c, int64_t b0, int64_t b1) {
-  for (int64_t b = b0; b < b1; ++b)
-    for (int64_t m = 0; m < c.a->M; ++m) qgemv_a8_block<Q4, GS>(c, b, m);
-}
-
-void qgemv_a8_task(void* p, int64_t task, int) {
-  const auto& c = *static_cast<const QGemvA8Ctx*>(p);
-  const int64_t b0 = task * c.blocks_per_task, b1 = imin(c.n_blocks, b0 + c.blocks_per_task);
-  if (c.a->w->type != QuantType::Q4) return qgemv_a8_blocks<false, 0>(c, b0, b1);
-  switch (c.a->w->group_size) {
-    case 32: return qgemv_a8_blocks<true, 32>(c, b0, b1);
-    case 64: return qgemv_a8_blocks<true, 64>(c, b0, b1);
-    case 128: return qgemv_a8_blocks<true, 128>(c, b0, b1);
-    default: return qgemv_a8_blocks<true, 0>(c, b0, b1);
+#pragma GCC unroll 2
+  for (int j = 0; j < NB; ++j) {
+    const QMatmulArgs& a = *blk[j].c->a;
+    const int64_t n0 = 16 * blk[j].b, cnt = imin(16, a.w->N - n0);
+    alignas(32) float buf[16];
+    _mm256_store_ps(buf, acc[j][0]);
+    _mm256_store_ps(buf + 8, acc[j][1]);
+    float* yp = a.y + m * a.ldy + n0;
+    for (int64_t i = 0; i < cnt; ++i) yp[i] = buf[i] + (a.bias ? a.bias[n0 + i] : 0.0f);
   }
 }
+
+// Every x row of NB blocks (the block is re-read from L1/L2 for each row
+// after the first).
+template <bool Q4, int GS, bool PF, int NB>
+void qgemv_a8_rows(const QBlk* blk) {
+  for (int64_t m = 0; m < blk[0].c->a->M; ++m) qgemv_a8_block<Q4, GS, PF, NB>(blk, m);
+}
+
+template <bool Q4, int GS, int NB>
+void qgemv_a8_run_gs(const QBlk* blk) {
+  if (blk[0].c->prefetch)
+    qgemv_a8_rows<Q4, GS, true, NB>(blk);
+  else
+    qgemv_a8_rows<Q4, GS, false, NB>(blk);
+}
+
+// NB (1 or 2) blocks at once; every block of a job has the same type and
+// group size (32, 64 or 128: check_quant_shape).
+template <int NB>
+void qgemv_a8_run(const QBlk* blk) {
+  const QuantizedWeight& w = *blk[0].c->a->w;
+  if (w.type == QuantType::Q4) {
+    switch (w.group_size) {
+      case 32: return qgemv_a8_run_gs<true, 32, NB>(blk);
+      case 64: return qgemv_a8_run_gs<true, 64, NB>(blk);
+      default: return qgemv_a8_run_gs<true, 128, NB>(blk);
+    }
+  }
+  switch (w.group_size) {
+    case 32: return qgemv_a8_run_gs<false, 32, NB>(blk);
+    case 64: return qgemv_a8_run_gs<false, 64, NB>(blk);
+    default: return qgemv_a8_run_gs<false, 128, NB>(blk);
+  }
+}
+
+// The decode step's job, as avx512's QGemvA8Job: x quantized per group
+// once, and the blocks of all the matrices (q/k/v, gate/up), one after the
+// other, split over the threads as OwnedRanges, one or two streams each.
+struct QGemvA8Job {
+  QGemvA8Ctx ctx[kMatmulQMultiMax];
+  int64_t first_block[kMatmulQMultiMax + 1] = {0};  // matrix i: [first_block[i], first_block[i + 1])
+  OwnedRanges ranges;
+  QBlk locate(int64_t gb) const {
+    const int i = part_of(first_block, gb);
+    return QBlk{&ctx[i], gb - first_block[i]};
+  }
+  void blocks(int64_t b0, int64_t b1) const {
+    for (int64_t b = b0; b < b1; ++b) {
+      const QBlk blk = locate(b);
+      qgemv_a8_run<1>(&blk);
+    }
+  }
+  // [a0, a1) and [b0, b1) side by side, two streams.
+  void block_pairs(int64_t a0, int64_t a1, int64_t b0, int64_t b1) const {
+    for (; a0 < a1 && b0 < b1; ++a0, ++b0) {
+      const QBlk blk[2] = {locate(a0), locate(b0)};
+      qgemv_a8_run<2>(blk);
+    }
+    blocks(a0, a1);
+    blocks(b0, b1);
+  }
+  static void task(void* p, int64_t t, int) {
+    auto& j = *static_cast<QGemvA8Job*>(p);
+    j.ranges.work(int(t), [&](int64_t b0, int64_t b1) { j.blocks(b0, b1); });
+  }
+  static void task_pairs(void* p, int64_t t, int) {
+    auto& j = *static_cast<QGemvA8Job*>(p);
+    j.ranges.work_pairs(
+        int(t), [&](int64_t a0, int64_t a1, int64_t b0, int64_t b1) { j.block_pairs(a0, a1, b0, b1); },
+        [&](int64_t b0, int64_t b1) { j.blocks(b0, b1); });
+  }
+};
 
 namespace {
 // One x row quantized per group for the A8 decode GEMV: quantize_row_i8 on
@@ -1317,7 +1450,8 @@ void quantize_groups_a8(const float* x, int64_t G, int64_t gs, bool q4, int8_t* 
 }
 }  // namespace
 
-void matmul_q_gemv_a8(const QMatmulArgs& a, const Runner& runner) {
+void matmul_q_gemv_a8_multi(const QMatmulArgs* as, int n, const Runner& runner) {
+  const QMatmulArgs& a = as[0];
   const QuantizedWeight& w = *a.w;
   const bool q4 = w.type == QuantType::Q4;
   const int64_t K = a.K, K4 = K / 4, gs = w.group_size, G = K / gs;
@@ -1329,10 +1463,33 @@ void matmul_q_gemv_a8(const QMatmulArgs& a, const Runner& runner) {
   float* sxg = buf + 2 * a.M * K4 + a.M * G;
   for (int64_t m = 0; m < a.M; ++m)
     quantize_groups_a8(a.x + m * a.ldx, G, gs, q4, xq + m * K, xabs + m * K, sxg + m * G, comp + m * G);
-  QGemvA8Ctx c{&a, reinterpret_cast<const int32_t*>(xq), reinterpret_cast<const int32_t*>(xabs), comp, sxg, 0,
-               (w.N + 15) / 16};
-  run_block_tasks(c, runner, &qgemv_a8_task);
+  const DecodePrefetch& pf = decode_prefetch();
+  QGemvA8Job j;  // ranges: not value-initialized, init() sets what is used
+  for (int i = 0; i < n; ++i) {
+    j.ctx[i] = QGemvA8Ctx{&as[i],
+                          reinterpret_cast<const int32_t*>(xq),
+                          reinterpret_cast<const int32_t*>(xabs),
+                          comp,
+                          sxg,
+                          runner.n_threads > 1 || (as[i].w->type == QuantType::Q8 && pf.q8_one_thread),
+                          &pf};
+    j.first_block[i + 1] = j.first_block[i] + (as[i].w->N + 15) / 16;
+  }
+  const int64_t n_blocks = j.first_block[n];
+  const bool pairs = (q4 ? pf.q4_streams : pf.q8_streams) == 2 && a.M <= 2 && n_blocks >= 2 * runner.n_threads;
+  if (runner.n_threads == 1 || n_blocks < 2) {
+    if (pairs) return j.block_pairs(0, n_blocks / 2, n_blocks / 2, n_blocks);
+    return j.blocks(0, n_blocks);
+  }
+  const int64_t block_bytes = (q4 ? 8 * K : 16 * K) + G * 16 * (w.scale_dtype == DType::F16 ? 2 : 4);
+  j.ranges.init(n_blocks, runner.n_threads * (pairs ? 2 : 1), kGemvClaimBytes / block_bytes);
+  if (pairs)
+    runner.run(runner.pool, j.ranges.n_ranges / 2, &QGemvA8Job::task_pairs, &j);
+  else
+    runner.run(runner.pool, j.ranges.n_ranges, &QGemvA8Job::task, &j);
 }
+
+void matmul_q_gemv_a8(const QMatmulArgs& a, const Runner& runner) { matmul_q_gemv_a8_multi(&a, 1, runner); }
 
 void matmul_q_gemm(const QMatmulArgs& qa, const Runner& runner) {
   const MatmulArgs a{qa.x, qa.M, qa.K, qa.ldx, nullptr, DType::F32, qa.w->N, qa.bias, qa.y, qa.ldy};
@@ -1360,8 +1517,10 @@ void matmul_q_gemm(const QMatmulArgs& qa, const Runner& runner) {
   runner.run(runner.pool, c.n_ntasks * m_chunks, &qgemm_task, &qc);
 }
 
-// Decode GEMV on BF16 weights in the blocked layout (ops.h matmul_bf16_blocked).
-void matmul_bf16_blocked_gemv(const detail::MatmulArgs& a, const detail::Runner& runner) {
+// Decode GEMV on BF16 weights in the blocked layout (ops.h matmul_bf16_blocked),
+// as[0 .. n) of one x as one pool job.
+void matmul_bf16_blocked_gemv_multi(const detail::MatmulArgs* as, int n, const detail::Runner& runner) {
+  const MatmulArgs& a = as[0];
   const int64_t K = a.K;
   float* xeo = detail::scratch(detail::kScratchShared, a.M * K);
   for (int64_t m = 0; m < a.M; ++m)
@@ -1370,15 +1529,18 @@ void matmul_bf16_blocked_gemv(const detail::MatmulArgs& a, const detail::Runner&
         xeo[m * K + k + i] = a.x[m * a.ldx + k + 2 * i];
         xeo[m * K + k + 16 + i] = a.x[m * a.ldx + k + 2 * i + 1];
       }
-  GemvBlkCtx c{&a, xeo, 0, a.N / kBlkRows};
-  int64_t n_tasks = imax(1, imin(int64_t(runner.n_threads) * 8, c.n_blocks / 2));
-  c.blocks_per_task = (c.n_blocks + n_tasks - 1) / n_tasks;
-  n_tasks = (c.n_blocks + c.blocks_per_task - 1) / c.blocks_per_task;
-  if (n_tasks == 1 || runner.n_threads == 1) {
-    for (int64_t t = 0; t < n_tasks; ++t) gemv_blk_task(&c, t, 0);
-    return;
-  }
-  runner.run(runner.pool, n_tasks, &gemv_blk_task, &c);
+  GemvBlkJob j;  // ranges: not value-initialized, init() sets what is used
+  j.as = as;
+  j.xeo = xeo;
+  for (int i = 0; i < n; ++i) j.first_block[i + 1] = j.first_block[i] + as[i].N / kBlkRows;
+  const int64_t n_blocks = j.first_block[n];
+  if (runner.n_threads == 1 || n_blocks < 2) return j.blocks(0, n_blocks);
+  j.ranges.init(n_blocks, runner.n_threads, kGemvClaimBytes / (kBlkRows * K * 2));
+  runner.run(runner.pool, j.ranges.n_ranges, &GemvBlkJob::task, &j);
+}
+
+void matmul_bf16_blocked_gemv(const detail::MatmulArgs& a, const detail::Runner& runner) {
+  matmul_bf16_blocked_gemv_multi(&a, 1, runner);
 }
 
 }  // namespace rinfer::kernels::cpu::avx2

@@ -49,10 +49,10 @@ void matmul_bf16_blocked(const float* x, int64_t M, int64_t K, int64_t ldx, cons
                          const float* bias, float* y, int64_t ldy, ThreadPool& pool);
 // Several blocked BF16 matrices of one input (a layer's q/k/v, gate/up):
 // outs[i].y = x W_i^T + b_i, each exactly matmul_bf16_blocked's result, as
-// one job on AVX-512: at decode x is reordered once and the 8-row blocks of
-// all the matrices are one sequence split over the threads; at prefill x is
-// packed once and the tasks of all the matrices run in one pool job. At most
-// kMatmulQMultiMax matrices; other levels: one call each.
+// one job: at decode (AVX-512 and AVX2) x is reordered once and the 8-row
+// blocks of all the matrices are one sequence split over the threads; at
+// prefill (AVX-512) x is packed once and the tasks of all the matrices run in
+// one pool job. At most kMatmulQMultiMax matrices; otherwise one call each.
 struct Bf16BlockedOut {
   const uint16_t* w;  // [N/8][K/32][8][32]
   int64_t N;
@@ -275,9 +275,9 @@ void matmul_q(const float* x, int64_t M, int64_t K, int64_t ldx, const Quantized
 int64_t quant_gemv_max_m();  // 4
 
 // matmul_q of one x by several weights (a layer's q/k/v or gate/up): the same
-// results as one matmul_q per weight. On the AVX-512 int8-activation decode
-// GEMV and the VNNI prefill GEMM (weights of one type and group size, n <=
-// kMatmulQMultiMax) x is quantized (and packed) once and every weight's
+// results as one matmul_q per weight. On the int8-activation decode GEMV
+// (AVX-512 and AVX2) and the VNNI prefill GEMM (weights of one type and group
+// size, n <= kMatmulQMultiMax) x is quantized (and packed) once and every weight's
 // tasks run as one pool job: one barrier per group of matrices instead of
 // one per matrix. Otherwise one matmul_q each.
 struct QMatmulOut {

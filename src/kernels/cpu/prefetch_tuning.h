@@ -17,12 +17,13 @@ namespace rinfer::kernels::cpu {
 
 struct DecodePrefetch {
   const char* name;
-  // Blocked BF16 GEMV: a T2 prefetch this many bytes ahead, once per 4
-  // lines; 0: none.
+  // Blocked BF16 GEMV (AVX-512): a T2 prefetch this many bytes ahead, once
+  // per 4 lines; 0: none.
   int64_t bf16_t2;
   // Q8 A8 GEMV: the same kind of T2 prefetch, and a prefetcht1 (into L2)
   // this far ahead once per 4 lines; 0: none. Both only with several
-  // threads unless q8_one_thread.
+  // threads unless q8_one_thread. (AVX-512 only: the AVX2 GEMV reads Q8
+  // faster without, kernels_avx2.cpp.)
   int64_t q8_t2, q8_l2;
   bool q8_one_thread;
   // Q4 A8 GEMV: a prefetchnta this far ahead on every line, and a
@@ -31,7 +32,8 @@ struct DecodePrefetch {
   // Weight streams per thread, 1 or 2, per GEMV: with 2 each thread splits
   // its share of the blocks in halves and works one block of each side by
   // side, so that two runs of lines are read at once (BF16 with one x row,
-  // Q8/Q4 with up to two; the AVX-512 GEMVs, the AVX2 ones read one).
+  // Q8/Q4 with up to two; the AVX-512 GEMVs and the AVX2 Q8/Q4 ones, the
+  // AVX2 BF16 one reads one: kernels_avx2.cpp says why).
   int bf16_streams, q8_streams, q4_streams;
 };
 

@@ -1,0 +1,112 @@
+#pragma once
+// Internal to kernels/cpu, for the SIMD files: how a decode GEMV's blocks of
+// weight rows are split over the threads (OwnedRanges), shared by the AVX-512
+// and AVX2 GEMVs.
+//
+// Everything here has internal linkage (an anonymous namespace, deliberately
+// in a header): each SIMD-flagged file gets its own copy, compiled with its
+// own -m flags, so the linker can never hand an AVX-512 build of this code to
+// an AVX2 caller (the ODR rule in impl.h). Only plain C++ and GCC builtins.
+#include <stdint.h>
+
+namespace rinfer::kernels::cpu::detail {
+namespace {
+
+// How a decode GEMV's blocks of W rows are split over the threads. A thread
+// streams W at the memory's speed only along a long contiguous run: every
+// jump to another run costs the prefetchers a ramp. In the host's 55 GB/s
+// phases bench_kernels qgemv/cold/q4g32/*/threads:2 took gate_up 155 us
+// with 16 chunks handed out in turn and 136 us with one range per thread
+// (q_o 65 -> 54 us, down 169 -> 151). A shared host also stalls a thread
+// now and then, so ranges alone would leave the other one waiting: each
+// thread owns one contiguous range of [0, n) and claims a few blocks at a
+// time from its front; a thread done with its own range claims from the
+// fronts of the others (the owner then skips what was taken).
+constexpr int kMaxRanges = 256;
+struct OwnedRanges {
+  static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+  static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+  struct alignas(64) Front {  // one cache line per counter
+    int64_t next;
+  };
+  int n_ranges = 1;
+  int64_t claim = 1;
+  int64_t hi[kMaxRanges];
+  Front front[kMaxRanges];
+
+  // ranges: one per thread (at most kMaxRanges); claim: blocks per claim.
+  void init(int64_t n, int ranges, int64_t claim_) {
+    n_ranges = int(max64(1, min64(min64(ranges, kMaxRanges), n)));
+    claim = max64(1, claim_);
+    for (int r = 0; r < n_ranges; ++r) {
+      front[r].next = n * r / n_ranges;
+      hi[r] = n * (r + 1) / n_ranges;
+    }
+  }
+  // f(b0, b1) over claims [b0, b1): range `self` first, then the others.
+  template <typename F>
+  void work(int self, F&& f) {
+    for (int i = 0; i < n_ranges; ++i) {
+      const int r = (self + i) % n_ranges;
+      for (;;) {
+        const int64_t b = __atomic_fetch_add(&front[r].next, claim, __ATOMIC_RELAXED);
+        if (b >= hi[r]) break;
+        f(b, min64(b + claim, hi[r]));
+      }
+    }
+  }
+  // Two streams per thread: thread `self` owns the ranges 2 * self and
+  // 2 * self + 1 (the halves of its share) and claims from both fronts at
+  // once; f2(a0, a1, b0, b1) works one claim of each side by side, f1(b0, b1)
+  // a claim when only one side has blocks left. Then the same for the other
+  // threads' pairs. n_ranges must be even.
+  //
+  // Why: on Zen 5 one core reads two runs of lines at once faster than one
+  // run, and the GEMVs that do the most work per byte (Q4, BF16) fall
+  // furthest behind a plain read with one. A plain read of 6 MB pieces
+  // split over the threads, each thread's part as one run or as its two
+  // halves side by side (same loop otherwise), 30-40 alternations: 1 thread
+  // 31.9 -> 37.0 and 34.1 -> 40.0 GB/s, 2 threads 36.2 -> 44.5 and 37.1 ->
+  // 47.1 (four runs per thread were slower than one). bench_gemv_pairs
+  // --profile zen5 --profile zen5:bf16_streams=1,q4_streams=1,q8_streams=2
+  // (one stream against two in each round, medians of 100 rounds): 2
+  // threads q4 43.5 -> 54.6 GB/s, bf16 45.6 -> 52.1 (plain reads 49); 1
+  // thread q4 22.3 -> 28.4, bf16 23.4 -> 26.4 (plain 25-27). Q8, whose loop
+  // is the lightest, read 56.0 either way on 2 threads and 28.5 -> 31.1 on
+  // 1, but 67.8 -> 60.7 on 2 in a fast phase of another run;
+  // which GEMV reads how many streams is per CPU: DecodePrefetch::*_streams
+  // (prefetch_tuning.h).
+  template <typename F2, typename F1>
+  void work_pairs(int self, F2&& f2, F1&& f1) {
+    const int n_pairs = n_ranges / 2;
+    for (int i = 0; i < n_pairs; ++i) {
+      const int r = 2 * ((self + i) % n_pairs);
+      for (;;) {
+        const int64_t a = __atomic_fetch_add(&front[r].next, claim, __ATOMIC_RELAXED);
+        const int64_t b = __atomic_fetch_add(&front[r + 1].next, claim, __ATOMIC_RELAXED);
+        const bool a_ok = a < hi[r], b_ok = b < hi[r + 1];
+        if (a_ok && b_ok)
+          f2(a, min64(a + claim, hi[r]), b, min64(b + claim, hi[r + 1]));
+        else if (a_ok)
+          f1(a, min64(a + claim, hi[r]));
+        else if (b_ok)
+          f1(b, min64(b + claim, hi[r + 1]));
+        else
+          break;
+      }
+    }
+  }
+};
+// Blocks per claim: about this many bytes of W.
+constexpr int64_t kGemvClaimBytes = 65536;
+
+// The part i of a job of several matrices that index t (a block or a task)
+// falls in: parts are [first[i], first[i + 1]), t < the last bound.
+inline int part_of(const int64_t* first, int64_t t) {
+  int i = 0;
+  while (t >= first[i + 1]) ++i;
+  return i;
+}
+
+}  // namespace
+}  // namespace rinfer::kernels::cpu::detail
