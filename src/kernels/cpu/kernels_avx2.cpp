@@ -313,7 +313,10 @@ void gemv_blk_blocks(const MatmulArgs& a, const float* xeo, int64_t b0, int64_t 
 // one in the same rounds, of a plain read: 2 threads, turns of 8 / 32 / 128
 // tiles 0.62 / 0.60 / 0.54 against 0.69 / 0.66 / 0.61 (another run at 32:
 // 0.82 against 0.84); 1 thread 0.42 / 0.81 / 0.80 against 0.51 / 0.79 / 0.84
-// (and 0.93 against 0.88).
+// (and 0.93 against 0.88). Nor does it prefetch (DecodePrefetch::bf16_t2 is
+// AVX-512's): a T2 prefetch 12 KB or 4 KB ahead once per 4 lines, same
+// bench, against none: 2 threads 0.79 / 0.80 and 0.75 / 0.76 against 0.87
+// and 0.82, 1 thread 0.73 / 0.76 and 0.84 / 0.80 against 0.86 and 0.88.
 // The blocked GEMV over as[0 .. n) as avx512's GemvBlkJob: the 8-row blocks
 // of all the matrices, one after the other, split over the threads as
 // OwnedRanges, so q/k/v or gate/up are one pool job.
