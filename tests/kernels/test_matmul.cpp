@@ -290,10 +290,11 @@ TEST(Matmul, BlockedBf16DecodePrefetchProfilesGiveTheSameBits) {
 
 // matmul_bf16_blocked_multi (one x, several blocked BF16 weights) gives each
 // weight exactly the result of its own matmul_bf16_blocked call: at decode
-// (M <= 8: the blocks of all matrices one sequence; with two streams per
-// thread a pair of blocks can straddle two matrices, N = 96 + 8 + 24 is 12 +
-// 1 + 3 blocks) and at prefill (one task grid; M = 40 and 150 take the
-// small-M and the general blocking), in both BF16 GEMM modes.
+// (M <= 8, the GEMV's largest: the blocks of all matrices one sequence;
+// with two streams per thread a pair of blocks can straddle two matrices,
+// N = 96 + 8 + 24 is 12 + 1 + 3 blocks) and at prefill (one task grid; M =
+// 40 and 150 take the small-M and the general blocking), in both BF16 GEMM
+// modes.
 TEST(Matmul, BlockedBf16MultiEqualsOneCallEach) {
   std::mt19937 rng(1500);
   const int64_t K = 1088, ldx = K + 3;
@@ -306,7 +307,7 @@ TEST(Matmul, BlockedBf16MultiEqualsOneCallEach) {
     block_bf16(static_cast<const uint16_t*>(w.data()), Ns[i], K, ws.back().data());
     biases.push_back(random_floats(rng, size_t(Ns[i])));
   }
-  for (int64_t M : {1, 3, 9, 40, 150}) {
+  for (int64_t M : {1, 3, 8, 9, 40, 150}) {
     const auto x = random_floats(rng, size_t(M * ldx));
     for (Isa isa : supported_isas())
       for (Bf16Gemm mode : {Bf16Gemm::F32Fma, Bf16Gemm::Bf16Dot})

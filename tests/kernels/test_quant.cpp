@@ -348,13 +348,13 @@ TEST(MatmulQ, StridedInputAndOutput) {
 // matmul_q_multi (one x, several weights) gives each weight exactly the
 // result of its own matmul_q call: fused on the decode GEMV (one type and
 // group size, M <= 4), one call each otherwise (mixed types, prefill M).
-// With two weight streams per thread a pair of blocks can straddle two
-// matrices (the fused blocks are 7 + 1 + 3).
+// With two weight streams per thread (up to M = 2) a pair of blocks can
+// straddle two matrices (the fused blocks are 7 + 1 + 3). Every group size.
 TEST(MatmulQ, MultiEqualsOneCallEach) {
   uint32_t seed = 1300;
   for (QuantType t : {QuantType::Q8, QuantType::Q4})
-    for (int64_t gs : {32, 128})
-      for (int64_t M : {1, 3, 4, 9, 40})
+    for (int64_t gs : {32, 64, 128})
+      for (int64_t M : {1, 2, 3, 4, 9, 40})
         for (bool mixed : {false, true}) {
           std::mt19937 rng(seed++);
           const int64_t K = 2 * gs + (gs == 32 ? 64 : 0), ldx = K + 5;
@@ -621,20 +621,24 @@ TEST(MatmulQ, DecodePrefetchProfilesGiveTheSameBits) {
       const int64_t K = 2048, N = 100, gs = t == QuantType::Q4 ? 32 : 128;
       auto q = make_qw(random_floats(rng, size_t(N * K)), N, K, K, t, gs, DType::F16);
       const auto x = random_floats(rng, size_t(M * K), -2.0f, 2.0f);
-      std::vector<float> want;
-      // (Q4 with nta + L2 prefetches, nta alone, L2 alone and none.)
-      for (const char* profile : {"default", "zen5", "zen5:q8_streams=2", "zen5:q4_streams=1", "default:q4_nta=0",
-                                  "zen5:q4_nta=0"})
-        for (int threads : {1, 2}) {
-          PrefetchScope scope(profile);
-          EXPECT_STREQ(decode_prefetch().name, profile);
-          std::vector<float> y(size_t(M * N), -7.0f);
-          matmul_q(x.data(), M, K, K, q->w, nullptr, y.data(), N, pool(threads));
-          if (want.empty())
-            want = y;
-          else
-            ASSERT_EQ(y, want) << quant_type_name(t) << " M=" << M << " " << profile << " threads=" << threads;
-        }
+      for (Isa isa : supported_isas()) {
+        IsaScope iscope(isa);
+        std::vector<float> want;
+        // (Q4 with nta + L2 prefetches, nta alone, L2 alone and none.)
+        for (const char* profile : {"default", "zen5", "zen5:q8_streams=2", "zen5:q4_streams=1", "default:q4_nta=0",
+                                    "zen5:q4_nta=0"})
+          for (int threads : {1, 2}) {
+            PrefetchScope scope(profile);
+            EXPECT_STREQ(decode_prefetch().name, profile);
+            std::vector<float> y(size_t(M * N), -7.0f);
+            matmul_q(x.data(), M, K, K, q->w, nullptr, y.data(), N, pool(threads));
+            if (want.empty())
+              want = y;
+            else
+              ASSERT_EQ(y, want) << isa_name(isa) << " " << quant_type_name(t) << " M=" << M << " " << profile
+                                 << " threads=" << threads;
+          }
+      }
     }
 }
 

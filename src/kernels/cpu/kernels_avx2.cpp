@@ -1205,6 +1205,7 @@ void matmul_q_gemv(const QMatmulArgs& a, const Runner& runner) {
   run_block_tasks(c, runner, &qgemv_task);
 }
 
+namespace {  // the A8 GEMV's helpers: internal linkage (impl.h)
 // ---------------------------------------------------------------- W4A8 / W8A8 decode GEMV (no VNNI)
 // x quantized per (row, group) as on AVX-512 (quantize_row_i8 on each
 // group); the int8 dot products by vpmaddubsw (u8 x s8 -> pairs summed in
@@ -1413,7 +1414,6 @@ struct QGemvA8Job {
   }
 };
 
-namespace {
 // One x row quantized per group for the A8 decode GEMV: quantize_row_i8 on
 // each group of gs values (gs a multiple of 8: the same operations, so the
 // same bits), with the group's sum (comp) and, for Q8, |q| (xabs) taken

@@ -26,7 +26,7 @@ constexpr DecodePrefetch kDefault{"default", 12288, 12288, 24576, false, 4096, 3
 //    steps in turn (bench --ab-decode-prefetch), 16 int4 rows, faster in 15
 //    by 0.9-7.0 % (one -0.8 %); 4 KB and 2 KB in between.
 //  - two weight streams per thread for BF16 and Q4, one for Q8
-//    (OwnedRanges::work_pairs in kernels_avx512.cpp): in the model, tok/s
+//    (OwnedRanges::work_pairs in owned_ranges.h): in the model, tok/s
 //    with two over one, median of four back-to-back rounds per row, int4
 //    1.10-1.18 (int4 + int8 lm_head 1.07-1.15), bf16 1 thread 1.04-1.07;
 //    bf16 2 threads faster in all 12 of 12 alternations, by 2-14 %. Q8
