@@ -12,6 +12,7 @@
 #include "kernels/cpu/impl.h"
 #include "kernels/cpu/owned_ranges.h"
 #include "kernels/cpu/prefetch_tuning.h"
+#include "kernels/cpu/qgemv_dispatch.h"
 
 #if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
 #error "kernels_avx2.cpp must be compiled with the AVX2 flags (see rinfer_simd_flags)"
@@ -305,6 +306,10 @@ void gemv_blk_blocks(const MatmulArgs& a, const float* xeo, int64_t b0, int64_t 
     }
 }
 
+// The blocked GEMV over as[0 .. n) as avx512's GemvBlkJob: the 8-row blocks
+// of all the matrices, one after the other, split over the threads as
+// OwnedRanges, so q/k/v or gate/up are one pool job.
+//
 // One stream of weight lines per thread, whatever DecodePrefetch::bf16_streams
 // says: AVX-512 reads two blocks' k-tiles side by side, but their 16 sums do
 // not fit next to x in AVX2's 16 registers. Two blocks taking turns every 8,
@@ -317,9 +322,6 @@ void gemv_blk_blocks(const MatmulArgs& a, const float* xeo, int64_t b0, int64_t 
 // AVX-512's): a T2 prefetch 12 KB or 4 KB ahead once per 4 lines, same
 // bench, against none: 2 threads 0.79 / 0.80 and 0.75 / 0.76 against 0.87
 // and 0.82, 1 thread 0.73 / 0.76 and 0.84 / 0.80 against 0.86 and 0.88.
-// The blocked GEMV over as[0 .. n) as avx512's GemvBlkJob: the 8-row blocks
-// of all the matrices, one after the other, split over the threads as
-// OwnedRanges, so q/k/v or gate/up are one pool job.
 struct GemvBlkJob {
   const MatmulArgs* as;
   const float* xeo;
@@ -1244,10 +1246,7 @@ inline void prefetch_nta(const void* p) { asm volatile("prefetchnta %0" : : "m"(
 constexpr int64_t kScalePrefetch = 2048;
 
 // One 16-row block of a matrix in a QGemvA8Job: its context and index.
-struct QBlk {
-  const QGemvA8Ctx* c;
-  int64_t b;
-};
+using QBlk = detail::BlockOf<QGemvA8Ctx>;
 
 // y[m, rows 16 b .. 16 b + 16) of NB blocks side by side, each its own
 // stream of weight lines (DecodePrefetch::q4_streams / q8_streams; the
@@ -1349,70 +1348,19 @@ void qgemv_a8_rows(const QBlk* blk) {
   for (int64_t m = 0; m < blk[0].c->a->M; ++m) qgemv_a8_block<Q4, GS, PF, NB>(blk, m);
 }
 
-template <bool Q4, int GS, int NB>
-void qgemv_a8_run_gs(const QBlk* blk) {
-  if (blk[0].c->prefetch)
-    qgemv_a8_rows<Q4, GS, true, NB>(blk);
-  else
-    qgemv_a8_rows<Q4, GS, false, NB>(blk);
-}
-
-// NB (1 or 2) blocks at once; every block of a job has the same type and
-// group size (32, 64 or 128: check_quant_shape).
+// One instance per weight type, group size and prefetch switch (qgemv_dispatch.h).
+template <bool Q4, int GS, bool PF, int NB>
+struct QGemvA8Kernel {
+  static void run(const QBlk* blk) { qgemv_a8_rows<Q4, GS, PF, NB>(blk); }
+};
 template <int NB>
 void qgemv_a8_run(const QBlk* blk) {
-  const QuantizedWeight& w = *blk[0].c->a->w;
-  if (w.type == QuantType::Q4) {
-    switch (w.group_size) {
-      case 32: return qgemv_a8_run_gs<true, 32, NB>(blk);
-      case 64: return qgemv_a8_run_gs<true, 64, NB>(blk);
-      default: return qgemv_a8_run_gs<true, 128, NB>(blk);
-    }
-  }
-  switch (w.group_size) {
-    case 32: return qgemv_a8_run_gs<false, 32, NB>(blk);
-    case 64: return qgemv_a8_run_gs<false, 64, NB>(blk);
-    default: return qgemv_a8_run_gs<false, 128, NB>(blk);
-  }
+  detail::run_q_block<QGemvA8Kernel, NB>(blk);
 }
 
-// The decode step's job, as avx512's QGemvA8Job: x quantized per group
-// once, and the blocks of all the matrices (q/k/v, gate/up), one after the
-// other, split over the threads as OwnedRanges, one or two streams each.
-struct QGemvA8Job {
-  QGemvA8Ctx ctx[kMatmulQMultiMax];
-  int64_t first_block[kMatmulQMultiMax + 1] = {0};  // matrix i: [first_block[i], first_block[i + 1])
-  OwnedRanges ranges;
-  QBlk locate(int64_t gb) const {
-    const int i = part_of(first_block, gb);
-    return QBlk{&ctx[i], gb - first_block[i]};
-  }
-  void blocks(int64_t b0, int64_t b1) const {
-    for (int64_t b = b0; b < b1; ++b) {
-      const QBlk blk = locate(b);
-      qgemv_a8_run<1>(&blk);
-    }
-  }
-  // [a0, a1) and [b0, b1) side by side, two streams.
-  void block_pairs(int64_t a0, int64_t a1, int64_t b0, int64_t b1) const {
-    for (; a0 < a1 && b0 < b1; ++a0, ++b0) {
-      const QBlk blk[2] = {locate(a0), locate(b0)};
-      qgemv_a8_run<2>(blk);
-    }
-    blocks(a0, a1);
-    blocks(b0, b1);
-  }
-  static void task(void* p, int64_t t, int) {
-    auto& j = *static_cast<QGemvA8Job*>(p);
-    j.ranges.work(int(t), [&](int64_t b0, int64_t b1) { j.blocks(b0, b1); });
-  }
-  static void task_pairs(void* p, int64_t t, int) {
-    auto& j = *static_cast<QGemvA8Job*>(p);
-    j.ranges.work_pairs(
-        int(t), [&](int64_t a0, int64_t a1, int64_t b0, int64_t b1) { j.block_pairs(a0, a1, b0, b1); },
-        [&](int64_t b0, int64_t b1) { j.blocks(b0, b1); });
-  }
-};
+// The decode step's case: x is quantized per group once, and the blocks of
+// all the matrices (q/k/v, gate/up) are one job (BlockJob, owned_ranges.h).
+using QGemvA8Job = detail::BlockJob<QGemvA8Ctx, kMatmulQMultiMax, &qgemv_a8_run<1>, &qgemv_a8_run<2>>;
 
 // One x row quantized per group for the A8 decode GEMV: quantize_row_i8 on
 // each group of gs values (gs a multiple of 8: the same operations, so the
@@ -1467,29 +1415,15 @@ void matmul_q_gemv_a8_multi(const QMatmulArgs* as, int n, const Runner& runner) 
   for (int64_t m = 0; m < a.M; ++m)
     quantize_groups_a8(a.x + m * a.ldx, G, gs, q4, xq + m * K, xabs + m * K, sxg + m * G, comp + m * G);
   const DecodePrefetch& pf = decode_prefetch();
-  QGemvA8Job j;  // ranges: not value-initialized, init() sets what is used
-  for (int i = 0; i < n; ++i) {
-    j.ctx[i] = QGemvA8Ctx{&as[i],
-                          reinterpret_cast<const int32_t*>(xq),
-                          reinterpret_cast<const int32_t*>(xabs),
-                          comp,
-                          sxg,
-                          runner.n_threads > 1 || (as[i].w->type == QuantType::Q8 && pf.q8_one_thread),
-                          &pf};
-    j.first_block[i + 1] = j.first_block[i] + (as[i].w->N + 15) / 16;
-  }
-  const int64_t n_blocks = j.first_block[n];
-  const bool pairs = (q4 ? pf.q4_streams : pf.q8_streams) == 2 && a.M <= 2 && n_blocks >= 2 * runner.n_threads;
-  if (runner.n_threads == 1 || n_blocks < 2) {
-    if (pairs) return j.block_pairs(0, n_blocks / 2, n_blocks / 2, n_blocks);
-    return j.blocks(0, n_blocks);
-  }
+  QGemvA8Job j;
+  for (int i = 0; i < n; ++i)
+    j.add(QGemvA8Ctx{&as[i], reinterpret_cast<const int32_t*>(xq), reinterpret_cast<const int32_t*>(xabs), comp, sxg,
+                     runner.n_threads > 1 || (as[i].w->type == QuantType::Q8 && pf.q8_one_thread), &pf},
+          (as[i].w->N + 15) / 16);
+  const bool pairs =
+      (q4 ? pf.q4_streams : pf.q8_streams) == 2 && a.M <= 2 && j.n_blocks() >= 2 * runner.n_threads;
   const int64_t block_bytes = (q4 ? 8 * K : 16 * K) + G * 16 * (w.scale_dtype == DType::F16 ? 2 : 4);
-  j.ranges.init(n_blocks, runner.n_threads * (pairs ? 2 : 1), kGemvClaimBytes / block_bytes);
-  if (pairs)
-    runner.run(runner.pool, j.ranges.n_ranges / 2, &QGemvA8Job::task_pairs, &j);
-  else
-    runner.run(runner.pool, j.ranges.n_ranges, &QGemvA8Job::task, &j);
+  j.run(runner, pairs, kGemvClaimBytes / block_bytes);
 }
 
 void matmul_q_gemv_a8(const QMatmulArgs& a, const Runner& runner) { matmul_q_gemv_a8_multi(&a, 1, runner); }

@@ -32,6 +32,7 @@
 #include "kernels/cpu/impl.h"
 #include "kernels/cpu/owned_ranges.h"
 #include "kernels/cpu/prefetch_tuning.h"
+#include "kernels/cpu/qgemv_dispatch.h"
 
 #if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || !defined(__AVX512DQ__) || \
     !defined(__FMA__) || !defined(__F16C__)
@@ -2128,10 +2129,7 @@ inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int32_t* x) {
 }
 
 // One 16-row block of a matrix in a QGemvA8Job: its context and index.
-struct QBlk {
-  const QGemvA8Ctx* c;
-  int64_t b;
-};
+using QBlk = detail::BlockOf<QGemvA8Ctx>;
 
 // GS: the group size as a constant, so the inner loops unroll completely.
 // NB blocks at once, each its own stream of weight lines (two streams per
@@ -2243,31 +2241,14 @@ void qgemv_a8_run_pf(const QBlk* blk) {
   }
 }
 
-template <bool Q4, int GS, int NB>
-void qgemv_a8_run_gs(const QBlk* blk) {
-  if (blk[0].c->prefetch)
-    qgemv_a8_run_pf<Q4, GS, true, NB>(blk);
-  else
-    qgemv_a8_run_pf<Q4, GS, false, NB>(blk);
-}
-
-// NB (1 or 2) blocks at once; every block of a job has the same type and
-// group size.
+// One instance per weight type, group size and prefetch switch (qgemv_dispatch.h).
+template <bool Q4, int GS, bool PF, int NB>
+struct QGemvA8Kernel {
+  static void run(const QBlk* blk) { qgemv_a8_run_pf<Q4, GS, PF, NB>(blk); }
+};
 template <int NB>
 void qgemv_a8_run(const QBlk* blk) {
-  const QuantizedWeight& w = *blk[0].c->a->w;
-  if (w.type == QuantType::Q4) {
-    switch (w.group_size) {
-      case 32: return qgemv_a8_run_gs<true, 32, NB>(blk);
-      case 64: return qgemv_a8_run_gs<true, 64, NB>(blk);
-      default: return qgemv_a8_run_gs<true, 128, NB>(blk);
-    }
-  }
-  switch (w.group_size) {
-    case 32: return qgemv_a8_run_gs<false, 32, NB>(blk);
-    case 64: return qgemv_a8_run_gs<false, 64, NB>(blk);
-    default: return qgemv_a8_run_gs<false, 128, NB>(blk);
-  }
+  detail::run_q_block<QGemvA8Kernel, NB>(blk);
 }
 
 // ---------------------------------------------------------------- W8A8 GEMM
@@ -2877,42 +2858,8 @@ void quantize_groups_a8(const float* x, int64_t G, int off, int8_t* q, float* sx
 }  // namespace
 
 // The decode step's case: x is quantized per group once, and the blocks of
-// all the matrices (q/k/v, gate/up), one after the other, are split over the
-// threads as OwnedRanges (gate on one thread and up on the other, say).
-struct QGemvA8Job {
-  QGemvA8Ctx ctx[kMatmulQMultiMax];
-  int64_t first_block[kMatmulQMultiMax + 1] = {0};  // matrix i: [first_block[i], first_block[i + 1])
-  OwnedRanges ranges;
-  QBlk locate(int64_t gb) const {
-    const int i = part_of(first_block, gb);
-    return QBlk{&ctx[i], gb - first_block[i]};
-  }
-  void blocks(int64_t b0, int64_t b1) const {
-    for (int64_t b = b0; b < b1; ++b) {
-      const QBlk blk = locate(b);
-      qgemv_a8_run<1>(&blk);
-    }
-  }
-  // [a0, a1) and [b0, b1) side by side, two streams.
-  void block_pairs(int64_t a0, int64_t a1, int64_t b0, int64_t b1) const {
-    for (; a0 < a1 && b0 < b1; ++a0, ++b0) {
-      const QBlk blk[2] = {locate(a0), locate(b0)};
-      qgemv_a8_run<2>(blk);
-    }
-    blocks(a0, a1);
-    blocks(b0, b1);
-  }
-  static void task(void* p, int64_t t, int) {
-    auto& j = *static_cast<QGemvA8Job*>(p);
-    j.ranges.work(int(t), [&](int64_t b0, int64_t b1) { j.blocks(b0, b1); });
-  }
-  static void task_pairs(void* p, int64_t t, int) {
-    auto& j = *static_cast<QGemvA8Job*>(p);
-    j.ranges.work_pairs(
-        int(t), [&](int64_t a0, int64_t a1, int64_t b0, int64_t b1) { j.block_pairs(a0, a1, b0, b1); },
-        [&](int64_t b0, int64_t b1) { j.blocks(b0, b1); });
-  }
-};
+// all the matrices (q/k/v, gate/up) are one job (BlockJob, owned_ranges.h).
+using QGemvA8Job = detail::BlockJob<QGemvA8Ctx, kMatmulQMultiMax, &qgemv_a8_run<1>, &qgemv_a8_run<2>>;
 
 void matmul_q_gemv_a8_multi(const QMatmulArgs* as, int n, const Runner& runner) {
   const QMatmulArgs& a = as[0];
@@ -2933,24 +2880,15 @@ void matmul_q_gemv_a8_multi(const QMatmulArgs* as, int n, const Runner& runner) 
     }
   }
   const DecodePrefetch& pf = decode_prefetch();
-  QGemvA8Job j;  // ranges: not value-initialized, init() sets what is used
-  for (int i = 0; i < n; ++i) {
-    j.ctx[i] = QGemvA8Ctx{&as[i], reinterpret_cast<const int32_t*>(xq), comp, sxg,
-                          runner.n_threads > 1 || (as[i].w->type == QuantType::Q8 && pf.q8_one_thread), &pf};
-    j.first_block[i + 1] = j.first_block[i] + (as[i].w->N + 15) / 16;
-  }
-  const int64_t n_blocks = j.first_block[n];
-  const bool pairs = (w.type == QuantType::Q4 ? pf.q4_streams : pf.q8_streams) == 2 && a.M <= 2 && n_blocks >= 2 * runner.n_threads;
-  if (runner.n_threads == 1 || n_blocks < 2) {
-    if (pairs) return j.block_pairs(0, n_blocks / 2, n_blocks / 2, n_blocks);
-    return j.blocks(0, n_blocks);
-  }
+  QGemvA8Job j;
+  for (int i = 0; i < n; ++i)
+    j.add(QGemvA8Ctx{&as[i], reinterpret_cast<const int32_t*>(xq), comp, sxg,
+                     runner.n_threads > 1 || (as[i].w->type == QuantType::Q8 && pf.q8_one_thread), &pf},
+          (as[i].w->N + 15) / 16);
+  const bool pairs = (w.type == QuantType::Q4 ? pf.q4_streams : pf.q8_streams) == 2 && a.M <= 2 &&
+                     j.n_blocks() >= 2 * runner.n_threads;
   const int64_t block_bytes = q_block_bytes(w) + (a.K / gs) * 16 * (w.scale_dtype == DType::F16 ? 2 : 4);
-  j.ranges.init(n_blocks, runner.n_threads * (pairs ? 2 : 1), kGemvClaimBytes / block_bytes);
-  if (pairs)
-    runner.run(runner.pool, j.ranges.n_ranges / 2, &QGemvA8Job::task_pairs, &j);
-  else
-    runner.run(runner.pool, j.ranges.n_ranges, &QGemvA8Job::task, &j);
+  j.run(runner, pairs, kGemvClaimBytes / block_bytes);
 }
 
 void matmul_q_gemv_a8(const QMatmulArgs& a, const Runner& runner) { matmul_q_gemv_a8_multi(&a, 1, runner); }

@@ -1,13 +1,16 @@
 #pragma once
 // Internal to kernels/cpu, for the SIMD files: how a decode GEMV's blocks of
-// weight rows are split over the threads (OwnedRanges), shared by the AVX-512
-// and AVX2 GEMVs.
+// weight rows are split over the threads (OwnedRanges), and the pool job of
+// the quantized decode GEMVs over several matrices (BlockJob), shared by the
+// AVX-512 and AVX2 kernels.
 //
 // Everything here has internal linkage (an anonymous namespace, deliberately
 // in a header): each SIMD-flagged file gets its own copy, compiled with its
 // own -m flags, so the linker can never hand an AVX-512 build of this code to
 // an AVX2 caller (the ODR rule in impl.h). Only plain C++ and GCC builtins.
 #include <stdint.h>
+
+#include "kernels/cpu/impl.h"
 
 namespace rinfer::kernels::cpu::detail {
 namespace {
@@ -107,6 +110,80 @@ inline int part_of(const int64_t* first, int64_t t) {
   while (t >= first[i + 1]) ++i;
   return i;
 }
+
+
+// One block of one matrix in a BlockJob: the matrix's context and the
+// block's index in it.
+template <typename Ctx>
+struct BlockOf {
+  const Ctx* c;
+  int64_t b;
+};
+
+// The decode step's job over several matrices of one x (q/k/v, gate/up):
+// their blocks, one after the other, split over the threads as OwnedRanges,
+// so the group is one pool job (gate on one thread and up on the other,
+// say). Run1 computes one block, Run2 two side by side (two streams of
+// weight lines: OwnedRanges::work_pairs).
+template <typename Ctx, int MaxMatrices, void (*Run1)(const BlockOf<Ctx>*), void (*Run2)(const BlockOf<Ctx>*)>
+struct BlockJob {
+  Ctx ctx[MaxMatrices];
+  int64_t first_block[MaxMatrices + 1] = {0};  // matrix i: [first_block[i], first_block[i + 1])
+  int n_matrices = 0;
+  OwnedRanges ranges;  // not value-initialized: run() sets what is used
+
+  // Appends a matrix of n_blocks blocks (at most MaxMatrices).
+  void add(const Ctx& c, int64_t n_blocks) {
+    ctx[n_matrices] = c;
+    first_block[n_matrices + 1] = first_block[n_matrices] + n_blocks;
+    ++n_matrices;
+  }
+  int64_t n_blocks() const { return first_block[n_matrices]; }
+  BlockOf<Ctx> locate(int64_t gb) const {
+    const int i = part_of(first_block, gb);
+    return BlockOf<Ctx>{&ctx[i], gb - first_block[i]};
+  }
+  void blocks(int64_t b0, int64_t b1) const {
+    for (int64_t b = b0; b < b1; ++b) {
+      const BlockOf<Ctx> blk = locate(b);
+      Run1(&blk);
+    }
+  }
+  // [a0, a1) and [b0, b1) side by side, two streams.
+  void block_pairs(int64_t a0, int64_t a1, int64_t b0, int64_t b1) const {
+    for (; a0 < a1 && b0 < b1; ++a0, ++b0) {
+      const BlockOf<Ctx> blk[2] = {locate(a0), locate(b0)};
+      Run2(blk);
+    }
+    blocks(a0, a1);
+    blocks(b0, b1);
+  }
+  static void task(void* p, int64_t t, int) {
+    auto& j = *static_cast<BlockJob*>(p);
+    j.ranges.work(int(t), [&](int64_t b0, int64_t b1) { j.blocks(b0, b1); });
+  }
+  static void task_pairs(void* p, int64_t t, int) {
+    auto& j = *static_cast<BlockJob*>(p);
+    j.ranges.work_pairs(
+        int(t), [&](int64_t a0, int64_t a1, int64_t b0, int64_t b1) { j.block_pairs(a0, a1, b0, b1); },
+        [&](int64_t b0, int64_t b1) { j.blocks(b0, b1); });
+  }
+  // Every block: on the caller with one thread or one block, else as one
+  // pool job, claims of `claim` blocks; pairs: two streams per thread (the
+  // caller checks there are at least two blocks per thread).
+  void run(const Runner& runner, bool pairs, int64_t claim) {
+    const int64_t nb = n_blocks();
+    if (runner.n_threads == 1 || nb < 2) {
+      if (pairs) return block_pairs(0, nb / 2, nb / 2, nb);
+      return blocks(0, nb);
+    }
+    ranges.init(nb, runner.n_threads * (pairs ? 2 : 1), claim);
+    if (pairs)
+      runner.run(runner.pool, ranges.n_ranges / 2, &BlockJob::task_pairs, this);
+    else
+      runner.run(runner.pool, ranges.n_ranges, &BlockJob::task, this);
+  }
+};
 
 }  // namespace
 }  // namespace rinfer::kernels::cpu::detail
