@@ -256,15 +256,15 @@ void gemv(const MatmulArgs& in, const Runner& runner) {
 // L1/L2. (Before, AVX2 unblocked chunks into scratch: 0.36 of bandwidth.)
 constexpr int kBlkRows = 8;
 
-// acc[0 .. 8) += the block's 8 rows (wb: its first k-tile) . x over the
-// k-tiles [t0, t1) of 32 k. The sums stay in registers within the call.
-inline void gemv_blk_tiles(const float* xeo, const uint16_t* wb, int64_t t0, int64_t t1, __m256* acc) {
+// acc[0 .. 8) += the block's 8 rows (wb) . x (xeo: one row of x in the
+// even/odd order above), 8 partial sums per row.
+inline void gemv_blk_row(const float* xeo, const uint16_t* wb, int64_t K, __m256* acc) {
   const __m256i hi_mask = _mm256_set1_epi32(int(0xffff0000u));
   __m256 s[kBlkRows];
 #pragma GCC unroll 8
   for (int r = 0; r < kBlkRows; ++r) s[r] = acc[r];
-  const uint16_t* p = wb + t0 * 32 * kBlkRows;
-  for (int64_t t = t0; t < t1; ++t, p += 32 * kBlkRows) {
+  const uint16_t* p = wb;
+  for (int64_t t = 0; t < K / 32; ++t, p += 32 * kBlkRows) {
     const float* xt = xeo + 32 * t;
     const __m256 xe0 = _mm256_loadu_ps(xt), xe1 = _mm256_loadu_ps(xt + 8);
     const __m256 xo0 = _mm256_loadu_ps(xt + 16), xo1 = _mm256_loadu_ps(xt + 24);
@@ -292,23 +292,9 @@ void store_blk_row(const MatmulArgs& a, const __m256* acc, int64_t m, int64_t b)
   }
 }
 
-// y rows of 8-row blocks [b0, b1), every x row (xeo: x as [M][K] in the
-// even/odd order above).
-void gemv_blk_blocks(const MatmulArgs& a, const float* xeo, int64_t b0, int64_t b1) {
-  const int64_t K = a.K;
-  const auto* w = static_cast<const uint16_t*>(a.w);
-  for (int64_t b = b0; b < b1; ++b)
-    for (int64_t m = 0; m < a.M; ++m) {
-      __m256 acc[kBlkRows];
-      for (int r = 0; r < kBlkRows; ++r) acc[r] = _mm256_setzero_ps();
-      gemv_blk_tiles(xeo + m * K, w + b * kBlkRows * K, 0, K / 32, acc);
-      store_blk_row(a, acc, m, b);
-    }
-}
-
-// The blocked GEMV over as[0 .. n) as avx512's GemvBlkJob: the 8-row blocks
-// of all the matrices, one after the other, split over the threads as
-// OwnedRanges, so q/k/v or gate/up are one pool job.
+// The blocked GEMV over as[0 .. n) as avx512's: the 8-row blocks of all the
+// matrices, one after the other, split over the threads as OwnedRanges
+// (BlockJob), so q/k/v or gate/up are one pool job.
 //
 // One stream of weight lines per thread, whatever DecodePrefetch::bf16_streams
 // says: AVX-512 reads two blocks' k-tiles side by side, but their 16 sums do
@@ -322,25 +308,31 @@ void gemv_blk_blocks(const MatmulArgs& a, const float* xeo, int64_t b0, int64_t 
 // AVX-512's): a T2 prefetch 12 KB or 4 KB ahead once per 4 lines, same
 // bench, against none: 2 threads 0.79 / 0.80 and 0.75 / 0.76 against 0.87
 // and 0.82, 1 thread 0.73 / 0.76 and 0.84 / 0.80 against 0.86 and 0.88.
-struct GemvBlkJob {
-  const MatmulArgs* as;
-  const float* xeo;
-  int64_t first_block[kMatmulQMultiMax + 1] = {0};  // matrix i: [first_block[i], first_block[i + 1])
-  OwnedRanges ranges;                               // of 8-row blocks
-  int which(int64_t gb) const { return part_of(first_block, gb); }
-  void blocks(int64_t b0, int64_t b1) const {
-    while (b0 < b1) {
-      const int i = which(b0);
-      const int64_t e = imin(b1, first_block[i + 1]);
-      gemv_blk_blocks(as[i], xeo, b0 - first_block[i], e - first_block[i]);
-      b0 = e;
-    }
-  }
-  static void task(void* p, int64_t t, int) {
-    auto& j = *static_cast<GemvBlkJob*>(p);
-    j.ranges.work(int(t), [&](int64_t b0, int64_t b1) { j.blocks(b0, b1); });
-  }
+struct GemvBlkCtx {
+  const MatmulArgs* a;
+  const float* xeo;  // x in the even/odd order, [M][K]
 };
+using GemvBlk = detail::BlockOf<GemvBlkCtx>;
+// y rows of one 8-row block, every x row (the block is re-read from L1/L2
+// for each row after the first).
+void gemv_blk_one(const GemvBlk* blk) {
+  const MatmulArgs& a = *blk[0].c->a;
+  const int64_t K = a.K, b = blk[0].b;
+  const uint16_t* wb = static_cast<const uint16_t*>(a.w) + b * kBlkRows * K;
+  for (int64_t m = 0; m < a.M; ++m) {
+    __m256 acc[kBlkRows];
+    for (int r = 0; r < kBlkRows; ++r) acc[r] = _mm256_setzero_ps();
+    gemv_blk_row(blk[0].c->xeo + m * K, wb, K, acc);
+    store_blk_row(a, acc, m, b);
+  }
+}
+// BlockJob's pair of blocks, one after the other (this GEMV's job never asks
+// for pairs: one stream, above).
+void gemv_blk_two(const GemvBlk* blk) {
+  gemv_blk_one(blk);
+  gemv_blk_one(blk + 1);
+}
+using GemvBlkJob = detail::BlockJob<GemvBlkCtx, kMatmulQMultiMax, &gemv_blk_one, &gemv_blk_two>;
 
 // ---------------------------------------------------------------- prefill GEMM
 // BLIS-style, as in kernels_avx512.cpp: C[6 x 16] += xpanel[k][6] (broadcast)
@@ -1466,14 +1458,9 @@ void matmul_bf16_blocked_gemv_multi(const detail::MatmulArgs* as, int n, const d
         xeo[m * K + k + i] = a.x[m * a.ldx + k + 2 * i];
         xeo[m * K + k + 16 + i] = a.x[m * a.ldx + k + 2 * i + 1];
       }
-  GemvBlkJob j;  // ranges: not value-initialized, init() sets what is used
-  j.as = as;
-  j.xeo = xeo;
-  for (int i = 0; i < n; ++i) j.first_block[i + 1] = j.first_block[i] + as[i].N / kBlkRows;
-  const int64_t n_blocks = j.first_block[n];
-  if (runner.n_threads == 1 || n_blocks < 2) return j.blocks(0, n_blocks);
-  j.ranges.init(n_blocks, runner.n_threads, kGemvClaimBytes / (kBlkRows * K * 2));
-  runner.run(runner.pool, j.ranges.n_ranges, &GemvBlkJob::task, &j);
+  GemvBlkJob j;
+  for (int i = 0; i < n; ++i) j.add(GemvBlkCtx{&as[i], xeo}, as[i].N / kBlkRows);
+  j.run(runner, false, kGemvClaimBytes / (kBlkRows * K * 2));
 }
 
 void matmul_bf16_blocked_gemv(const detail::MatmulArgs& a, const detail::Runner& runner) {

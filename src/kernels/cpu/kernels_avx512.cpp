@@ -370,28 +370,6 @@ inline void store_blk_row(const MatmulArgs& a, const float* out, int64_t m, int6
   _mm256_storeu_ps(a.y + m * a.ldy + n0, v);
 }
 
-// y rows of 8-row blocks [b0, b1) (xeo: x in the even/odd order below).
-void gemv_blk_blocks(const MatmulArgs& a, const float* xeo, int64_t pf, int64_t b0, int64_t b1) {
-  const int64_t K = a.K;
-  const auto* w = static_cast<const uint16_t*>(a.w);
-  alignas(64) float out[3 * kBlkRows];
-  for (int64_t b = b0; b < b1; ++b) {
-    const uint16_t* wb = w + b * kBlkRows * K;
-    for (int64_t m0 = 0; m0 < a.M; m0 += 3) {
-      const int64_t mg = imin(3, a.M - m0);
-      const float* xg = xeo + m0 * K;
-      if (mg == 3)
-        gemv_blk_group<3, 1>(xg, K, &wb, pf, out);
-      else if (mg == 2)
-        gemv_blk_group<2, 1>(xg, K, &wb, pf, out);
-      else
-        gemv_blk_group<1, 1>(xg, K, &wb, pf, out);
-      for (int64_t m = 0; m < mg; ++m) store_blk_row(a, out + m * kBlkRows, m0 + m, b);
-    }
-  }
-}
-
-
 // Several weights times the same x (q/k/v, gate/up) in a prefill GEMM: x
 // is packed (quantized) once and all the matrices' tasks run as one pool
 // job, one barrier per group of matrices instead of one per matrix. Matrix
@@ -411,52 +389,47 @@ struct MultiJob {
 
 // The blocked GEMV over as[0 .. n) (one x; each matrix's own N, bias and
 // y): the 8-row blocks of all the matrices, one after the other, are one
-// sequence split over the threads as OwnedRanges, so q/k/v or gate/up are
-// one pool job (gate on one thread and up on the other, say) instead of a
-// job, a barrier and a ramp of the prefetchers per matrix.
-struct GemvBlkJob {
-  const MatmulArgs* as;
-  const float* xeo;
-  int64_t pf;
-  int64_t first_block[kMatmulQMultiMax + 1] = {0};  // matrix i: [first_block[i], first_block[i + 1])
-  OwnedRanges ranges;                               // of 8-row blocks
-  int which(int64_t gb) const { return part_of(first_block, gb); }
-  void blocks(int64_t b0, int64_t b1) const {
-    while (b0 < b1) {
-      const int i = which(b0);
-      const int64_t e = imin(b1, first_block[i + 1]);
-      gemv_blk_blocks(as[i], xeo, pf, b0 - first_block[i], e - first_block[i]);
-      b0 = e;
-    }
-  }
-  // One x row (M = 1), blocks [a0, a1) and [b0, b1) side by side (a pair
-  // may straddle two matrices).
-  void block_pairs(int64_t a0, int64_t a1, int64_t b0, int64_t b1) const {
-    const int64_t K = as[0].K;
-    alignas(64) float out[2 * kBlkRows];
-    for (; a0 < a1 && b0 < b1; ++a0, ++b0) {
-      const int ia = which(a0), ib = which(b0);
-      const int64_t la = a0 - first_block[ia], lb = b0 - first_block[ib];
-      const uint16_t* const wb[2] = {static_cast<const uint16_t*>(as[ia].w) + la * kBlkRows * K,
-                                     static_cast<const uint16_t*>(as[ib].w) + lb * kBlkRows * K};
-      gemv_blk_group<1, 2>(xeo, K, wb, pf, out);
-      store_blk_row(as[ia], out, 0, la);
-      store_blk_row(as[ib], out + kBlkRows, 0, lb);
-    }
-    blocks(a0, a1);
-    blocks(b0, b1);
-  }
-  static void task(void* p, int64_t t, int) {
-    auto& j = *static_cast<GemvBlkJob*>(p);
-    j.ranges.work(int(t), [&](int64_t b0, int64_t b1) { j.blocks(b0, b1); });
-  }
-  static void task_pairs(void* p, int64_t t, int) {
-    auto& j = *static_cast<GemvBlkJob*>(p);
-    j.ranges.work_pairs(
-        int(t), [&](int64_t a0, int64_t a1, int64_t b0, int64_t b1) { j.block_pairs(a0, a1, b0, b1); },
-        [&](int64_t b0, int64_t b1) { j.blocks(b0, b1); });
-  }
+// sequence split over the threads as OwnedRanges (BlockJob), so q/k/v or
+// gate/up are one pool job (gate on one thread and up on the other, say)
+// instead of a job, a barrier and a ramp of the prefetchers per matrix.
+struct GemvBlkCtx {
+  const MatmulArgs* a;
+  const float* xeo;  // x in the even/odd order, [M][K]
+  int64_t pf;        // DecodePrefetch::bf16_t2
 };
+using GemvBlk = detail::BlockOf<GemvBlkCtx>;
+// y rows of one 8-row block, every x row, up to 3 rows per pass.
+void gemv_blk_one(const GemvBlk* blk) {
+  const GemvBlkCtx& c = *blk[0].c;
+  const MatmulArgs& a = *c.a;
+  const int64_t K = a.K, b = blk[0].b;
+  const uint16_t* wb = static_cast<const uint16_t*>(a.w) + b * kBlkRows * K;
+  alignas(64) float out[3 * kBlkRows];
+  for (int64_t m0 = 0; m0 < a.M; m0 += 3) {
+    const int64_t mg = imin(3, a.M - m0);
+    const float* xg = c.xeo + m0 * K;
+    if (mg == 3)
+      gemv_blk_group<3, 1>(xg, K, &wb, c.pf, out);
+    else if (mg == 2)
+      gemv_blk_group<2, 1>(xg, K, &wb, c.pf, out);
+    else
+      gemv_blk_group<1, 1>(xg, K, &wb, c.pf, out);
+    for (int64_t m = 0; m < mg; ++m) store_blk_row(a, out + m * kBlkRows, m0 + m, b);
+  }
+}
+// Two blocks side by side, one x row (M = 1; the two may be of different
+// matrices).
+void gemv_blk_two(const GemvBlk* blk) {
+  const GemvBlkCtx &ca = *blk[0].c, &cb = *blk[1].c;
+  const int64_t K = ca.a->K;
+  const uint16_t* const wb[2] = {static_cast<const uint16_t*>(ca.a->w) + blk[0].b * kBlkRows * K,
+                                 static_cast<const uint16_t*>(cb.a->w) + blk[1].b * kBlkRows * K};
+  alignas(64) float out[2 * kBlkRows];
+  gemv_blk_group<1, 2>(ca.xeo, K, wb, ca.pf, out);
+  store_blk_row(*ca.a, out, 0, blk[0].b);
+  store_blk_row(*cb.a, out + kBlkRows, 0, blk[1].b);
+}
+using GemvBlkJob = detail::BlockJob<GemvBlkCtx, kMatmulQMultiMax, &gemv_blk_one, &gemv_blk_two>;
 
 void gemv_blocked(const MatmulArgs* as, int n, const Runner& runner) {
   const MatmulArgs& a = as[0];
@@ -470,23 +443,11 @@ void gemv_blocked(const MatmulArgs* as, int n, const Runner& runner) {
       _mm512_store_ps(xeo + m * K + k, _mm512_permutex2var_ps(lo, even, hi));
       _mm512_store_ps(xeo + m * K + k + 16, _mm512_permutex2var_ps(lo, odd, hi));
     }
-  GemvBlkJob j;  // ranges: not value-initialized, init() sets what is used
-  j.as = as;
-  j.xeo = xeo;
   const DecodePrefetch& prof = decode_prefetch();
-  j.pf = prof.bf16_t2;
-  for (int i = 0; i < n; ++i) j.first_block[i + 1] = j.first_block[i] + as[i].N / kBlkRows;
-  const int64_t n_blocks = j.first_block[n];
-  const bool pairs = prof.bf16_streams == 2 && a.M == 1 && n_blocks >= 2 * runner.n_threads;
-  if (runner.n_threads == 1 || n_blocks < 2) {
-    if (pairs) return j.block_pairs(0, n_blocks / 2, n_blocks / 2, n_blocks);
-    return j.blocks(0, n_blocks);
-  }
-  j.ranges.init(n_blocks, runner.n_threads * (pairs ? 2 : 1), kGemvClaimBytes / (kBlkRows * K * 2));
-  if (pairs)
-    runner.run(runner.pool, j.ranges.n_ranges / 2, &GemvBlkJob::task_pairs, &j);
-  else
-    runner.run(runner.pool, j.ranges.n_ranges, &GemvBlkJob::task, &j);
+  GemvBlkJob j;
+  for (int i = 0; i < n; ++i) j.add(GemvBlkCtx{&as[i], xeo, prof.bf16_t2}, as[i].N / kBlkRows);
+  const bool pairs = prof.bf16_streams == 2 && a.M == 1 && j.n_blocks() >= 2 * runner.n_threads;
+  j.run(runner, pairs, kGemvClaimBytes / (kBlkRows * K * 2));
 }
 
 // ---------------------------------------------------------------- prefill GEMM

@@ -1,8 +1,8 @@
 #pragma once
 // Internal to kernels/cpu, for the SIMD files: how a decode GEMV's blocks of
-// weight rows are split over the threads (OwnedRanges), and the pool job of
-// the quantized decode GEMVs over several matrices (BlockJob), shared by the
-// AVX-512 and AVX2 kernels.
+// weight rows are split over the threads (OwnedRanges), and the decode
+// GEMVs' pool job over several matrices (BlockJob), shared by the AVX-512
+// and AVX2 kernels.
 //
 // Everything here has internal linkage (an anonymous namespace, deliberately
 // in a header): each SIMD-flagged file gets its own copy, compiled with its
