@@ -392,12 +392,15 @@ void BM_Rope(benchmark::State& st, int n_heads, int head_dim, kc::RopeStyle styl
 }
 
 // ---------------------------------------------------------------- registration
+// isa Avx2 is plain AVX2 unless avx_vnni (kc::avx_vnni_active).
 template <typename F>
-void reg(const std::string& name, F f, kc::Isa isa) {
-  benchmark::RegisterBenchmark(name.c_str(), [f, isa](benchmark::State& st) {
+void reg(const std::string& name, F f, kc::Isa isa, bool avx_vnni = false) {
+  benchmark::RegisterBenchmark(name.c_str(), [f, isa, avx_vnni](benchmark::State& st) {
     kc::force_isa(isa);
+    kc::force_avx_vnni(avx_vnni ? 1 : 0);
     f(st);
     kc::force_isa(kc::best_isa());
+    kc::force_avx_vnni(-1);
   })->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
 
@@ -507,6 +510,16 @@ void register_all() {
         reg("qgemm/" + q + "g32/M512xK2048xN2048/avx2/threads:" + std::to_string(threads),
             [=](benchmark::State& st) { run_matmul_q(st, 512, 2048, 2048, qt, 32, threads, false); }, kc::Isa::Avx2);
       }
+      // The AVX2 level with AVX-VNNI (an Alder Lake's prefill), beside the
+      // plain AVX2 one above and the AVX-512 one.
+      if (best >= kc::Isa::Avx2 && rinfer::cpu_features().avx_vnni) {
+        reg("qgemm/" + q + "g32/M512xK2048xN2048/avxvnni/threads:" + std::to_string(threads),
+            [=](benchmark::State& st) { run_matmul_q(st, 512, 2048, 2048, qt, 32, threads, false); }, kc::Isa::Avx2,
+            true);
+        reg("qgemm/" + q + "g" + std::to_string(qgs) + "/M512xK896xN4864/avxvnni/threads:" + std::to_string(threads),
+            [=](benchmark::State& st) { run_matmul_q(st, 512, 896, 4864, qt, qgs, threads, false); }, kc::Isa::Avx2,
+            true);
+      }
     }
   }
   for (int threads : {1, 2})
@@ -531,6 +544,14 @@ void register_all() {
   for (auto [q_heads, kv_heads] : {std::pair{14, 2}, std::pair{32, 4}})
     reg("attention/cold/i8/" + std::to_string(q_heads) + "q" + std::to_string(kv_heads) + "kv_hd64/ctx512/rows",
         [=](benchmark::State& st) { BM_AttentionCold(st, DType::I8, 512, 64, kv_heads, q_heads); }, best);
+  // Long contexts, where decode attention is a large part of a step.
+  for (DType dt : {DType::BF16, DType::I8})
+    reg(std::string("attention/cold/") + (dt == DType::I8 ? "i8" : "bf16") + "/14q2kv_hd64/ctx2048/rows",
+        [=](benchmark::State& st) { BM_AttentionCold(st, dt, 2048, 64, 2, 14); }, best);
+  reg("attention/cold/i8/32q4kv_hd64/ctx2048/rows",
+      [=](benchmark::State& st) { BM_AttentionCold(st, DType::I8, 2048, 64, 4, 32); }, best);
+  reg("attention/cold/i8/16q16kv_hd128/ctx512/rows",
+      [=](benchmark::State& st) { BM_AttentionCold(st, DType::I8, 512, 128, 16, 16); }, best);
   // Blocks in order (a fresh engine's first request), both cache types.
   for (DType dt : {DType::BF16, DType::I8})
     reg(std::string("attention/cold/") + (dt == DType::I8 ? "i8" : "bf16") + "/14q2kv_hd64/ctx512/rows/seq",

@@ -271,7 +271,7 @@ Runner add_bench(CLI::App& app) {
         {"decode_weight_bandwidth_gb_s", bw},
         {"cpu", cpu.model_name},
         {"cpu_features", cpu.summary()},
-        {"kernel_isa", kernels::cpu::isa_name(kernels::cpu::active_isa())},
+        {"kernel_isa", kernels::cpu::active_level_name()},
         {"cpu_family", cpu.family},
         {"decode_prefetch", prefetch_name},
         {"rinfer_commit", RINFER_GIT_COMMIT},

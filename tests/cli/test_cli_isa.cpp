@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "cli_util.h"
+#include "core/cpu_features.h"
 #include "kernels/cpu/ops.h"
 
 namespace rinfer::test::cli {
@@ -14,10 +15,14 @@ struct EnvScope {
   ~EnvScope() { unsetenv("RINFER_ISA"); }
 };
 
+// avxvnni (AVX2 with AVX-VNNI's int8 prefill GEMM) where the CPU has it.
 TEST(CliIsa, ForcedLevelsValidateAndReportThemselves) {
-  for (const char* isa : {"avx2", "scalar"}) {
+  std::vector<std::string> levels = {"avx2", "scalar"};
+  if (cpu_features().avx_vnni) levels.push_back("avxvnni");
+  for (const std::string& level : levels) {
+    const char* isa = level.c_str();
     SCOPED_TRACE(isa);
-    const bool supported = std::string(isa) == "scalar" || kernels::cpu::best_isa() >= kernels::cpu::Isa::Avx2;
+    const bool supported = level == "scalar" || kernels::cpu::best_isa() >= kernels::cpu::Isa::Avx2;
     ASSERT_TRUE(supported) << "this CPU has no AVX2";
     EnvScope env(isa);
     CmdResult r = run_rinfer("validate --golden " + quote(golden_dir("llama")) + " --threads 2");
@@ -31,7 +36,7 @@ TEST(CliIsa, ForcedLevelsValidateAndReportThemselves) {
     EXPECT_EQ(j.at("kernel_isa"), isa);
     // The roofline probes run at the forced level too (scalar: no peak probe).
     EXPECT_GT(j.at("mem_bw_gb_s").get<double>(), 0);
-    EXPECT_EQ(j.contains("peak_gops"), std::string(isa) == "avx2");
+    EXPECT_EQ(j.contains("peak_gops"), level != "scalar");
   }
 }
 
@@ -39,7 +44,7 @@ TEST(CliIsa, UnknownLevelIsAOneLineError) {
   EnvScope env("avx1024");
   CmdResult r = run_rinfer("run --model " + quote(stories_hf()) + " --prompt-ids 1,2 -n 1");
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.err.find("RINFER_ISA=\"avx1024\": expected scalar, avx2 or avx512"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("RINFER_ISA=\"avx1024\": expected scalar, avx2, avxvnni or avx512"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 

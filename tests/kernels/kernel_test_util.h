@@ -8,23 +8,44 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "core/dtype.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/prefetch_tuning.h"
 
 namespace rinfer::kernels::cpu::testing {
 
-// Every implementation this CPU supports: Scalar, then Avx2, Avx512 as available.
-inline std::vector<Isa> supported_isas() {
-  std::vector<Isa> v;
-  for (int i = 0; i <= int(best_isa()); ++i) v.push_back(Isa(i));
+// A kernel level: an ISA and, at the AVX2 level, whether the int8 prefill
+// GEMM takes AVX-VNNI (avx_vnni_active in ops.h). Converts to its Isa.
+struct KernelLevel {
+  Isa isa;
+  bool avx_vnni;
+  KernelLevel(Isa i, bool vnni = false) : isa(i), avx_vnni(vnni) {}  // NOLINT: an Isa is a level
+  operator Isa() const { return isa; }                                // NOLINT
+};
+inline const char* isa_name(const KernelLevel& l) { return l.avx_vnni ? "avx2+avxvnni" : cpu::isa_name(l.isa); }
+
+// Every implementation this CPU supports: Scalar, then Avx2 (and Avx2 with
+// AVX-VNNI where the CPU has it), Avx512 as available.
+inline std::vector<KernelLevel> supported_isas() {
+  std::vector<KernelLevel> v;
+  for (int i = 0; i <= int(best_isa()); ++i) {
+    v.emplace_back(Isa(i));
+    if (Isa(i) == Isa::Avx2 && rinfer::cpu_features().avx_vnni) v.emplace_back(Isa::Avx2, true);
+  }
   return v;
 }
 
-// Pins an ISA for the scope, then goes back to the best one.
+// Pins a kernel level for the scope, then goes back to the best one.
 struct IsaScope {
-  explicit IsaScope(Isa isa) { force_isa(isa); }
-  ~IsaScope() { force_isa(best_isa()); }
+  explicit IsaScope(KernelLevel l) {
+    force_isa(l.isa);
+    force_avx_vnni(l.avx_vnni ? 1 : 0);
+  }
+  ~IsaScope() {
+    force_isa(best_isa());
+    force_avx_vnni(-1);
+  }
 };
 
 // Pins a decode prefetch profile (prefetch_tuning.h) for a scope.

@@ -118,7 +118,7 @@ double check_case(const Case& c, uint32_t seed) {
                       << " N=" << c.N << ": result depends on the thread count";
     }
   };
-  for (Isa isa : supported_isas()) {
+  for (KernelLevel isa : supported_isas()) {
     IsaScope scope(isa);
     {
       Bf16GemmScope mode(Bf16Gemm::F32Fma);
@@ -245,7 +245,7 @@ TEST(Matmul, ZeroK) {
   std::vector<float> y(6, -1);
   std::vector<float> w;  // K = 0: no weights
   float x = 0;
-  for (Isa isa : supported_isas()) {
+  for (KernelLevel isa : supported_isas()) {
     IsaScope scope(isa);
     matmul(&x, 2, 0, 0, w.data(), DType::F32, 3, bias.data(), y.data(), 3, pool(2));
     EXPECT_EQ(y, (std::vector<float>{1, 2, 3, 1, 2, 3}));
@@ -271,7 +271,7 @@ TEST(Matmul, BlockedBf16DecodePrefetchProfilesGiveTheSameBits) {
   block_bf16(static_cast<const uint16_t*>(w.data()), N, K, wblk.data());
   for (int64_t M : {1, 3}) {
     const auto x = random_floats(rng, size_t(M * K));
-    for (Isa isa : supported_isas()) {
+    for (KernelLevel isa : supported_isas()) {
       IsaScope iscope(isa);
       std::vector<float> want;
       for (const char* profile : {"default", "zen5", "zen5:bf16_streams=1", "default:bf16_streams=2"})
@@ -309,7 +309,7 @@ TEST(Matmul, BlockedBf16MultiEqualsOneCallEach) {
   }
   for (int64_t M : {1, 3, 8, 9, 40, 150}) {
     const auto x = random_floats(rng, size_t(M * ldx));
-    for (Isa isa : supported_isas())
+    for (KernelLevel isa : supported_isas())
       for (Bf16Gemm mode : {Bf16Gemm::F32Fma, Bf16Gemm::Bf16Dot})
         for (const char* profile : {"default:bf16_streams=2", "default:bf16_streams=1"})
           for (int threads : {1, 2}) {

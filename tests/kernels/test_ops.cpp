@@ -26,7 +26,7 @@ TEST(Rmsnorm, MatchesReference) {
     auto w = random_floats(rng, size_t(n), 0.5f, 1.5f);
     std::vector<float> ref(static_cast<size_t>(n));
     reference::rmsnorm(x.data(), w.data(), n, 1e-5f, ref.data());
-    for (Isa isa : supported_isas()) {
+    for (KernelLevel isa : supported_isas()) {
       IsaScope scope(isa);
       std::vector<float> y(static_cast<size_t>(n));
       rmsnorm(x.data(), w.data(), n, 1e-5f, y.data());
@@ -58,7 +58,7 @@ TEST(Rope, BothStylesPartialRotationAndMscale) {
           auto x = random_floats(rng, size_t(s.n_heads * s.head_dim), -2, 2);
           std::vector<float> ref = x;
           reference::rope(ref.data(), s.n_heads, s.head_dim, s.rot_dim, pos, inv.data(), style, mscale);
-          for (Isa isa : supported_isas()) {
+          for (KernelLevel isa : supported_isas()) {
             IsaScope scope(isa);
             std::vector<float> y = x;
             rope(y.data(), s.n_heads, s.head_dim, s.rot_dim, pos, inv.data(), style, mscale);
@@ -93,7 +93,7 @@ TEST(SiluMul, MatchesReferenceIncludingExtremes) {
     for (size_t i = 0; i < std::size(specials) && i < size_t(n); ++i) g[i * 7 % n] = specials[i];
     std::vector<float> ref(static_cast<size_t>(n));
     reference::silu_mul(g.data(), up.data(), ref.data(), n);
-    for (Isa isa : supported_isas()) {
+    for (KernelLevel isa : supported_isas()) {
       IsaScope scope(isa);
       std::vector<float> y(static_cast<size_t>(n));
       silu_mul(g.data(), up.data(), y.data(), n);
@@ -114,7 +114,7 @@ TEST(AddInplace, Exact) {
     auto y0 = random_floats(rng, size_t(n)), x = random_floats(rng, size_t(n));
     std::vector<float> ref = y0;
     reference::add_inplace(ref.data(), x.data(), n);
-    for (Isa isa : supported_isas()) {
+    for (KernelLevel isa : supported_isas()) {
       IsaScope scope(isa);
       std::vector<float> y = y0;
       add_inplace(y.data(), x.data(), n);
@@ -133,7 +133,7 @@ TEST(Softmax, MatchesReference) {
       for (auto& v : x) v += 5000.0f * (spread == 1000.0f);  // large offset: needs the max shift
       std::vector<float> ref = x;
       reference::softmax(ref.data(), n);
-      for (Isa isa : supported_isas()) {
+      for (KernelLevel isa : supported_isas()) {
         IsaScope scope(isa);
         std::vector<float> y = x;
         softmax(y.data(), n);
@@ -185,7 +185,7 @@ void check_attention(const AttnCase& c, uint32_t seed) {
     for (int d = 0; d < c.head_dim; ++d) qk += std::fabs(q[d]);
     const double score_err = (c.head_dim / 8.0 + 8) * u * scale * qk + 4 * u * std::fabs(c.alibi) * c.n_ctx;
     const double bound = 2 * score_err + 16 * u + (c.n_ctx / 2.0 + 4) * u;
-    for (Isa isa : supported_isas()) {
+    for (KernelLevel isa : supported_isas()) {
       IsaScope scope(isa);
       // BF16 dot products (Bf16Attention in ops.h): q as hi + lo moves a score
       // by at most 2^-18 scale sum|q| (|K| <= 1), which moves the output by
@@ -224,7 +224,7 @@ void check_attention(const AttnCase& c, uint32_t seed) {
         bounds.push_back(2 * se + 16 * u + (c.n_ctx / 2.0 + 4) * u);
         bf16_terms.push_back(2 * kSplitU * scale * qa + kSplitU + c.n_ctx / 2.0 * u);  // as for attention_head above
       }
-      for (Isa isa : supported_isas()) {
+      for (KernelLevel isa : supported_isas()) {
         IsaScope scope(isa);
         std::vector<std::vector<float>> outs(R, std::vector<float>(size_t(c.head_dim), 123.0f));
         std::vector<AttnRow> rows;
@@ -358,7 +358,7 @@ TEST(StoreKv, MatchesScalarConversionBitForBit) {
       for (int h = 0; h < 3; ++h)
         std::memcpy(want.data() + ((h * kv.n_blocks + t / 16) * 16 + t % 16) * 4 * esz,
                     conv.data() + (t * 12 + h * 4) * esz, 4 * esz);
-    for (Isa isa : supported_isas()) {
+    for (KernelLevel isa : supported_isas()) {
       IsaScope scope(isa);
       std::vector<uint8_t> kc(size_t(n) * esz), vc(size_t(n) * esz);
       kv.k = kc.data();

@@ -174,7 +174,7 @@ TEST(Quant, ActivationQuantizationBitExact) {
       std::vector<int8_t> want(static_cast<size_t>(n));
       float want_s;
       reference::quantize_row_i8(x.data(), n, want.data(), &want_s);
-      for (Isa isa : supported_isas()) {
+      for (KernelLevel isa : supported_isas()) {
         IsaScope scope(isa);
         std::vector<int8_t> got(size_t(n) + 1, 99);
         float s;
@@ -248,7 +248,7 @@ double check_matmul_q(const MCase& c, uint32_t seed, const char** path_seen = nu
   const double rel32 = (double(c.K) / 8 + 2.0 * G + 32) * u, rel8 = (double(G) + 8) * u;
 
   double worst = 0;
-  for (Isa isa : supported_isas())
+  for (KernelLevel isa : supported_isas())
    for (QuantDecode dm : {QuantDecode::WeightOnly, QuantDecode::Int8Activations}) {
     IsaScope scope(isa);
     set_quant_decode(dm);
@@ -367,7 +367,7 @@ TEST(MatmulQ, MultiEqualsOneCallEach) {
             ws.push_back(make_qw(random_floats(rng, size_t(Ns[i] * K)), Ns[i], K, K, ti, gs, DType::F16));
             biases.push_back(random_floats(rng, size_t(Ns[i])));
           }
-          for (Isa isa : supported_isas())
+          for (KernelLevel isa : supported_isas())
             for (const char* profile : {"default:q8_streams=2,q4_streams=2", "default"})
             for (int threads : {1, 2}) {
               IsaScope scope(isa);
@@ -425,7 +425,7 @@ TEST(MatmulQ, GateUpSiluEqualsTwoMatmulsThenSilu) {
           const auto bg = random_floats(rng, size_t(N), -3.0f, 3.0f), bu = random_floats(rng, size_t(N));
           const float* pbg = with_bias ? bg.data() : nullptr;
           const float* pbu = with_bias ? bu.data() : nullptr;
-          for (Isa isa : supported_isas())
+          for (KernelLevel isa : supported_isas())
             for (int threads : {1, 2}) {
               IsaScope scope(isa);
               check_gate_up_silu(x, M, K, ldx, wg->w, wu->w, pbg, pbu, N, ldy, threads);
@@ -440,7 +440,7 @@ TEST(MatmulQ, GateUpSiluEqualsTwoMatmulsThenSilu) {
   const auto x = random_floats(rng, size_t(M * K), -2.0f, 2.0f);
   auto wg = make_qw(random_floats(rng, size_t(N * K)), N, K, K, QuantType::Q4, 128, DType::F16);
   auto wu = make_qw(random_floats(rng, size_t(N * K)), N, K, K, QuantType::Q4, 128, DType::F16);
-  for (Isa isa : supported_isas()) {
+  for (KernelLevel isa : supported_isas()) {
     IsaScope scope(isa);
     check_gate_up_silu(x, M, K, K, wg->w, wu->w, nullptr, nullptr, N, N, 2);
     ASSERT_FALSE(HasFatalFailure()) << isa_name(isa) << " K=" << K;
@@ -450,7 +450,7 @@ TEST(MatmulQ, GateUpSiluEqualsTwoMatmulsThenSilu) {
 TEST(MatmulQ, PathNames) {
   QuantizedWeight w;
   w.type = QuantType::Q4;
-  for (Isa isa : supported_isas()) {
+  for (KernelLevel isa : supported_isas()) {
     IsaScope scope(isa);
     for (QuantType t : {QuantType::Q8, QuantType::Q4}) {
       w.type = t;
@@ -460,7 +460,58 @@ TEST(MatmulQ, PathNames) {
     set_quant_decode(QuantDecode::WeightOnly);
     EXPECT_EQ(matmul_q_activation_quant(1, w), ActQuant::None);
     set_quant_decode(QuantDecode::Auto);
+    // The AVX2 level's prefill: int8 dot products with AVX-VNNI, else dequantized to f32.
+    if (isa == Isa::Avx2) {
+      EXPECT_EQ(avx_vnni_active(), isa.avx_vnni);
+      EXPECT_STREQ(matmul_q_path(512, w), isa.avx_vnni ? "w4a8-avxvnni-gemm" : "w4a16-dequant-gemm");
+      EXPECT_EQ(matmul_q_activation_quant(512, w), isa.avx_vnni ? ActQuant::PerRow : ActQuant::None);
+    }
   }
+}
+
+// The AVX-VNNI prefill GEMM (ymm) does the AVX-512 VNNI GEMM's arithmetic in
+// the same order: the same bits, for every type, group size, scale dtype,
+// M across its 3-row and the AVX-512 6-row tiles, N with a partial block, K
+// across the 8192 k-block, one matrix and fused (matmul_q_multi, gate/up).
+TEST(MatmulQ, AvxVnniGemmGivesTheAvx512GemmBits) {
+  if (!rinfer::cpu_features().avx_vnni || best_isa() < Isa::Avx512 || !rinfer::cpu_features().avx512_vnni)
+    GTEST_SKIP() << "needs a CPU with both AVX-VNNI and AVX-512 VNNI (this one: " << rinfer::cpu_features().summary()
+                 << "); OddShapesAllIsas checks AVX-VNNI against the reference where it exists";
+  uint32_t seed = 2500;
+  struct Shape {
+    int64_t M, K, N;
+  };
+  for (QuantType t : {QuantType::Q8, QuantType::Q4})
+    for (int64_t gs : {32, 64, 128})
+      for (Shape sh : {Shape{5, 256, 40}, Shape{17, 384, 16}, Shape{64, 512, 100}, Shape{7, 8192 + 256, 33}}) {
+        if (sh.K % gs) continue;
+        std::mt19937 rng(seed++);
+        const int64_t M = sh.M, K = sh.K, N = sh.N, ldx = K + 3;
+        const DType sdt = gs == 64 ? DType::F32 : DType::F16;
+        const auto x = random_floats(rng, size_t(M * ldx), -2.0f, 2.0f);
+        auto wa = make_qw(random_floats(rng, size_t(N * K)), N, K, K, t, gs, sdt);
+        auto wb = make_qw(random_floats(rng, size_t(N * K)), N, K, K, t, gs, sdt);
+        const auto bias = random_floats(rng, size_t(N));
+        auto run = [&](KernelLevel level, int threads) {
+          IsaScope scope(level);
+          std::vector<float> y(size_t(4 * M * N), 3.0f);
+          matmul_q(x.data(), M, K, ldx, wa->w, bias.data(), y.data(), N, pool(threads));
+          const QMatmulOut outs[2] = {{&wa->w, nullptr, y.data() + M * N, N}, {&wb->w, bias.data(), y.data() + 2 * M * N, N}};
+          matmul_q_multi(x.data(), M, K, ldx, outs, 2, pool(threads));
+          std::vector<float> up(size_t(M * N));
+          matmul_q_gate_up_silu(x.data(), M, K, ldx, {&wa->w, bias.data(), y.data() + 3 * M * N, N},
+                                {&wb->w, nullptr, up.data(), N}, pool(threads));
+          return y;
+        };
+        for (int threads : {1, 2}) {
+          const auto want = run(Isa::Avx512, threads);
+          const auto got = run(KernelLevel(Isa::Avx2, true), threads);
+          for (size_t i = 0; i < want.size(); ++i)
+            ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i]))
+                << quant_type_name(t) << " gs=" << gs << " M=" << M << " K=" << K << " N=" << N << " threads=" << threads
+                << " output " << i / size_t(M * N) << " [" << i % size_t(M * N) / size_t(N) << ", " << i % size_t(N) << "]";
+        }
+      }
 }
 
 // ---------------------------------------------------------------- INT8 KV cache
@@ -509,7 +560,7 @@ TEST(KvCacheI8, StoreMatchesReferenceBitForBit) {
     want.kf[5] = std::numeric_limits<float>::quiet_NaN();  // the NaN convention too
     for (int64_t s = 0; s < 8; ++s)
       reference::store_kv(want.kv, s, want.kf.data() + s * nkv * hd, want.vf.data() + s * nkv * hd);
-    for (Isa isa : supported_isas()) {
+    for (KernelLevel isa : supported_isas()) {
       IsaScope scope(isa);
       KvI8 got = want;
       got.kv.k = got.k.data();
@@ -550,7 +601,7 @@ TEST(KvCacheI8, AttentionMatchesReference) {
           for (int d = 0; d < hd; ++d) qk += 2 * std::fabs(q[d]);
           const double score_err = (hd / 8.0 + 12) * u * scale * qk + 4 * u * alibi * n_ctx;
           const double bound = 2 * score_err + 24 * u + (n_ctx / 2.0 + 8) * u;
-          for (Isa isa : supported_isas()) {
+          for (KernelLevel isa : supported_isas()) {
             IsaScope scope(isa);
             std::vector<float> out(size_t(hd), 123.0f), s2(static_cast<size_t>(n_ctx));
             attention_head(q.data(), c.kv, h, order.data(), n_ctx, scale, alibi, out.data(), s2.data());
@@ -621,7 +672,7 @@ TEST(MatmulQ, DecodePrefetchProfilesGiveTheSameBits) {
       const int64_t K = 2048, N = 100, gs = t == QuantType::Q4 ? 32 : 128;
       auto q = make_qw(random_floats(rng, size_t(N * K)), N, K, K, t, gs, DType::F16);
       const auto x = random_floats(rng, size_t(M * K), -2.0f, 2.0f);
-      for (Isa isa : supported_isas()) {
+      for (KernelLevel isa : supported_isas()) {
         IsaScope iscope(isa);
         std::vector<float> want;
         // (Q4 with nta + L2 prefetches, nta alone, L2 alone and none.)

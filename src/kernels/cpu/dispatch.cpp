@@ -20,9 +20,14 @@ namespace {
 // The forced ISA: -1 none, -2 not read from RINFER_ISA yet.
 std::atomic<int> g_forced{-2};
 
-// RINFER_ISA=scalar|avx2|avx512 pins the kernels (as force_isa), e.g. to run
-// the AVX2 path on an AVX-512 machine; a level the CPU lacks is clamped to
-// what it has. Any other value is an error.
+// AVX-VNNI at the AVX2 level: -1 as the CPU has it, 0 off, 1 on (where the
+// CPU has it).
+std::atomic<int> g_avx_vnni{-1};
+
+// RINFER_ISA=scalar|avx2|avxvnni|avx512 pins the kernels (as force_isa),
+// e.g. to run the AVX2 path on an AVX-512 machine; a level the CPU lacks is
+// clamped to what it has. avx2 is plain AVX2 and avxvnni AVX2 with AVX-VNNI
+// (avx_vnni_active). Any other value is an error.
 int isa_from_env() {
   const char* e = std::getenv("RINFER_ISA");
   if (!e || !*e) return -1;
@@ -30,12 +35,13 @@ int isa_from_env() {
   Isa isa;
   if (v == "scalar")
     isa = Isa::Scalar;
-  else if (v == "avx2")
+  else if (v == "avx2" || v == "avxvnni")
     isa = Isa::Avx2;
   else if (v == "avx512")
     isa = Isa::Avx512;
   else
-    fail("RINFER_ISA=\"", v, "\": expected scalar, avx2 or avx512");
+    fail("RINFER_ISA=\"", v, "\": expected scalar, avx2, avxvnni or avx512");
+  if (isa == Isa::Avx2) g_avx_vnni.store(v == "avxvnni" ? 1 : 0, std::memory_order_relaxed);
   return std::min(int(isa), int(best_isa()));
 }
 
@@ -112,6 +118,14 @@ void force_isa(Isa isa) {
   Isa best = best_isa();
   g_forced.store(int(int(isa) > int(best) ? best : isa), std::memory_order_relaxed);
 }
+
+bool avx_vnni_active() {
+  return active_isa() == Isa::Avx2 && cpu_features().avx_vnni && g_avx_vnni.load(std::memory_order_relaxed) != 0;
+}
+
+void force_avx_vnni(int on) { g_avx_vnni.store(on < 0 ? -1 : on > 0 ? 1 : 0, std::memory_order_relaxed); }
+
+const char* active_level_name() { return avx_vnni_active() ? "avxvnni" : isa_name(active_isa()); }
 
 namespace {
 std::atomic<uint64_t> g_matmul_macs{0};
@@ -502,13 +516,14 @@ const char* matmul_q_path(int64_t M, const QuantizedWeight& w) {
     return q8 ? "w8a16-gemv" : "w4a16-gemv";
   }
   if (isa == Isa::Avx512 && has_vnni()) return q8 ? "w8a8-vnni-gemm" : "w4a8-vnni-gemm";
+  if (avx_vnni_active()) return q8 ? "w8a8-avxvnni-gemm" : "w4a8-avxvnni-gemm";
   return q8 ? "w8a16-dequant-gemm" : "w4a16-dequant-gemm";
 }
 
 ActQuant matmul_q_activation_quant(int64_t M, const QuantizedWeight& w) {
   const char* p = matmul_q_path(M, w);
   if (std::strstr(p, "a8-vnni-gemv") || std::strstr(p, "a8-avx2-gemv")) return ActQuant::PerGroup;
-  if (std::strstr(p, "a8-vnni-gemm")) return ActQuant::PerRow;
+  if (std::strstr(p, "a8-vnni-gemm") || std::strstr(p, "a8-avxvnni-gemm")) return ActQuant::PerRow;
   return ActQuant::None;
 }
 
@@ -558,6 +573,8 @@ void matmul_q(const float* x, int64_t M, int64_t K, int64_t ldx, const Quantized
       avx2::matmul_q_gemv(a, r);
   } else if (isa == Isa::Avx512 && has_vnni()) {
     avx512::matmul_q_gemm(a, r);
+  } else if (avx_vnni_active()) {
+    avxvnni::matmul_q_gemm_multi(&a, 1, r);
   } else {
     avx2::matmul_q_gemm(a, r);
   }
@@ -596,11 +613,13 @@ void matmul_q_gate_up_silu(const float* x, int64_t M, int64_t K, int64_t ldx, co
 void matmul_q_multi(const float* x, int64_t M, int64_t K, int64_t ldx, const QMatmulOut* outs, int n,
                     ThreadPool& pool) {
   // Fused: the int8-activation decode GEMV (AVX-512 and AVX2), and the VNNI
-  // prefill GEMM (AVX-512; the AVX2 prefill runs each matrix as its own call).
+  // prefill GEMM (AVX-512, AVX-VNNI; the AVX2 level's dequantizing prefill
+  // runs each matrix as its own call).
   const bool gemv = M <= kQGemvMaxM;
   const Isa isa = active_isa();
+  const bool avx_vnni = isa == Isa::Avx2 && avx_vnni_active();
   bool fuse = n >= 2 && n <= kMatmulQMultiMax && M > 0 &&
-              ((isa == Isa::Avx512 && (gemv || has_vnni())) || (isa == Isa::Avx2 && gemv));
+              ((isa == Isa::Avx512 && (gemv || has_vnni())) || (isa == Isa::Avx2 && (gemv || avx_vnni)));
   for (int i = 0; fuse && i < n; ++i) {
     const QuantizedWeight& w = *outs[i].w;
     fuse = (!gemv || decode_a8(w)) && w.type == outs[0].w->type && w.group_size == outs[0].w->group_size &&
@@ -618,6 +637,8 @@ void matmul_q_multi(const float* x, int64_t M, int64_t K, int64_t ldx, const QMa
   }
   if (gemv && isa == Isa::Avx2)
     avx2::matmul_q_gemv_a8_multi(as, n, runner_for(pool));
+  else if (isa == Isa::Avx2)
+    avxvnni::matmul_q_gemm_multi(as, n, runner_for(pool));
   else if (gemv)
     avx512::matmul_q_gemv_a8_multi(as, n, runner_for(pool));
   else

@@ -116,6 +116,12 @@ void matmul_q_gemv_a8(const detail::QMatmulArgs& a, const detail::Runner& runner
 void matmul_q_gemv_a8_multi(const detail::QMatmulArgs* as, int n, const detail::Runner& runner);
 }  // namespace rinfer::kernels::cpu::avx2
 
+namespace rinfer::kernels::cpu::avxvnni {
+// Prefill W8A8/W4A8 GEMM with AVX-VNNI (vpdpbusd on ymm) at the AVX2 level,
+// as[0 .. n) as for avx512::matmul_q_gemm_multi, and the same bits.
+void matmul_q_gemm_multi(const detail::QMatmulArgs* as, int n, const detail::Runner& runner);
+}  // namespace rinfer::kernels::cpu::avxvnni
+
 namespace rinfer::kernels::cpu::avx2 {
 // Decode GEMV on BF16 weights stored blocked (M <= 8; see matmul_bf16_blocked in ops.h).
 void matmul_bf16_blocked_gemv(const detail::MatmulArgs& a, const detail::Runner& runner);

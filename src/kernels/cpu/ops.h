@@ -14,8 +14,18 @@ namespace rinfer::kernels::cpu {
 enum class Isa { Scalar, Avx2, Avx512 };
 const char* isa_name(Isa isa);
 Isa best_isa();             // what this CPU supports
-Isa active_isa();           // what the ops below use (best_isa() unless forced or RINFER_ISA=scalar|avx2|avx512)
+Isa active_isa();           // what the ops below use (best_isa() unless forced or RINFER_ISA=scalar|avx2|avxvnni|avx512)
 void force_isa(Isa isa);    // tests and benchmarks: pin an implementation
+
+// AVX-VNNI at the AVX2 level: vpdpbusd on ymm registers, which CPUs without
+// AVX-512 have from Intel Alder Lake on (AMD Zen 5 has it too). The W8A8 /
+// W4A8 prefill GEMM uses it; without it the AVX2 level dequantizes the
+// weights to f32 for prefill. Active where active_isa() is Avx2 and the CPU
+// has it, unless RINFER_ISA=avx2 (plain AVX2, as on Haswell to Zen 4 without
+// AVX-512) or force_avx_vnni(0); RINFER_ISA=avxvnni asks for it.
+bool avx_vnni_active();
+void force_avx_vnni(int on);  // tests: 1 on (where the CPU has it), 0 off, -1 as the CPU has it
+const char* active_level_name();  // what runs, as RINFER_ISA spells it: scalar, avx2, avxvnni or avx512
 
 // y[m, n] = sum_k x[m, k] * W[n, k] + bias[n]
 //   x: f32, M rows of K values, row stride ldx (elements)

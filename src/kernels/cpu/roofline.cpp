@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "kernels/cpu/ops.h"
 
-// The probes live in roofline_avx512.cpp / roofline_avx2.cpp (own -m flags).
+// The probes live in roofline_avx512.cpp / roofline_avx2.cpp / roofline_avxvnni.cpp (own -m flags).
 namespace rinfer::kernels::cpu::avx512 {
 double peak_loop(int kind, int64_t iters);
 int64_t peak_loop_macs(int kind);
@@ -21,6 +21,10 @@ double peak_loop_fma(int64_t iters);
 int64_t peak_loop_fma_macs();
 uint64_t read_stream(const void* p, size_t bytes);
 }  // namespace rinfer::kernels::cpu::avx2
+namespace rinfer::kernels::cpu::avxvnni {
+double peak_loop_int8(int64_t iters);
+int64_t peak_loop_int8_macs();
+}  // namespace rinfer::kernels::cpu::avxvnni
 
 namespace rinfer::kernels::cpu {
 
@@ -64,6 +68,8 @@ double measure_peak_gops(PeakKind k, ThreadPool& pool) {
     macs_per_iter = avx512::peak_loop_macs(int(k));
   else if (isa == Isa::Avx2 && k == PeakKind::F32Fma)
     macs_per_iter = avx2::peak_loop_fma_macs();
+  else if (isa == Isa::Avx2 && k == PeakKind::Int8Dot && avx_vnni_active())
+    macs_per_iter = avxvnni::peak_loop_int8_macs();
   if (macs_per_iter == 0) return 0;
   // About 10-20 ms per run at one instruction per cycle.
   const int64_t iters = int64_t(40'000'000) / 12;
@@ -72,7 +78,9 @@ double measure_peak_gops(PeakKind k, ThreadPool& pool) {
   for (int rep = 0; rep < 6; ++rep) {  // the first run warms the clocks up
     const auto t0 = std::chrono::steady_clock::now();
     pool.run(n, [&](int64_t, int) {
-      const double r = isa == Isa::Avx512 ? avx512::peak_loop(int(k), iters) : avx2::peak_loop_fma(iters);
+      const double r = isa == Isa::Avx512           ? avx512::peak_loop(int(k), iters)
+                       : k == PeakKind::Int8Dot ? avxvnni::peak_loop_int8(iters)
+                                                : avx2::peak_loop_fma(iters);
       g_sink_f = g_sink_f + r;
     });
     const double dt = seconds_since(t0);
