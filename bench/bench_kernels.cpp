@@ -122,7 +122,7 @@ void run_matmul(benchmark::State& st, int64_t M, int64_t K, int64_t N, DType dt,
   else
     st.counters["peak_frac"] = benchmark::Counter(flops / (kPeakFlopsPerThread * threads),
                                                   benchmark::Counter::kIsIterationInvariantRate);
-  st.SetLabel(std::string(kc::isa_name(kc::active_isa())) + " " + kc::matmul_path(M, dt) + (blocked ? " blocked" : ""));
+  st.SetLabel(std::string(kc::active_level_name()) + " " + kc::matmul_path(M, dt) + (blocked ? " blocked" : ""));
 }
 
 // ---------------------------------------------------------------- quantized matmul
@@ -171,7 +171,7 @@ void run_matmul_q(benchmark::State& st, int64_t M, int64_t K, int64_t N, kc::Qua
     st.counters["peak_frac"] = benchmark::Counter(ops / (env_or("RINFER_VNNI_GOPS", 648) * 1e9 * threads),
                                                   benchmark::Counter::kIsIterationInvariantRate);
   }
-  st.SetLabel(std::string(kc::isa_name(kc::active_isa())) + " " + kc::matmul_q_path(M, w));
+  st.SetLabel(std::string(kc::active_level_name()) + " " + kc::matmul_q_path(M, w));
 }
 
 // ---------------------------------------------------------------- memory read roofline
@@ -269,7 +269,7 @@ void BM_Attention(benchmark::State& st, DType dt, int64_t n_ctx, int head_dim, i
   }
   // K and V bytes each query head reads
   st.SetBytesProcessed(int64_t(st.iterations()) * n_q_heads * n_ctx * head_dim * 2 * int64_t(esz));
-  st.SetLabel(kc::isa_name(kc::active_isa()));
+  st.SetLabel(kc::active_level_name());
 }
 
 // cold: as the model decodes, the layer's K/V come from memory (the weights
@@ -313,7 +313,7 @@ void BM_AttentionCold(benchmark::State& st, DType dt, int64_t n_ctx, int head_di
     benchmark::ClobberMemory();
   }
   st.SetBytesProcessed(int64_t(st.iterations()) * int64_t(2 * side));
-  st.SetLabel(kc::isa_name(kc::active_isa()));
+  st.SetLabel(kc::active_level_name());
 }
 
 // prompt: one layer's attention over a whole prompt of n_ctx tokens (causal),
@@ -347,7 +347,7 @@ void BM_AttentionPrompt(benchmark::State& st, DType dt, int64_t n_ctx, int head_
   }
   const double flops = 4.0 * n_q_heads * head_dim * double(n_ctx) * double(n_ctx + 1) / 2;
   st.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
-  st.SetLabel(kc::isa_name(kc::active_isa()));
+  st.SetLabel(kc::active_level_name());
 }
 
 // ---------------------------------------------------------------- small ops
@@ -392,12 +392,13 @@ void BM_Rope(benchmark::State& st, int n_heads, int head_dim, kc::RopeStyle styl
 }
 
 // ---------------------------------------------------------------- registration
-// isa Avx2 is plain AVX2 unless avx_vnni (kc::avx_vnni_active).
+// avx_vnni at the AVX2 level (kc::force_avx_vnni): -1 as the CPU has it
+// (what a run gets by default), 0 plain AVX2 (the "/avx2/" rows), 1 AVX-VNNI.
 template <typename F>
-void reg(const std::string& name, F f, kc::Isa isa, bool avx_vnni = false) {
+void reg(const std::string& name, F f, kc::Isa isa, int avx_vnni = -1) {
   benchmark::RegisterBenchmark(name.c_str(), [f, isa, avx_vnni](benchmark::State& st) {
     kc::force_isa(isa);
-    kc::force_avx_vnni(avx_vnni ? 1 : 0);
+    kc::force_avx_vnni(avx_vnni);
     f(st);
     kc::force_isa(kc::best_isa());
     kc::force_avx_vnni(-1);
@@ -433,7 +434,7 @@ void register_all() {
         [=](benchmark::State& st) { run_matmul(st, 4, 2048, 5632, DType::BF16, threads, true); }, best);
     if (best >= kc::Isa::Avx2 && best != kc::Isa::Avx2)
       reg("gemv/cold/bf16/gate_up/K2048xN5632/avx2/threads:" + std::to_string(threads),
-          [=](benchmark::State& st) { run_matmul(st, 1, 2048, 5632, DType::BF16, threads, true); }, kc::Isa::Avx2);
+          [=](benchmark::State& st) { run_matmul(st, 1, 2048, 5632, DType::BF16, threads, true); }, kc::Isa::Avx2, 0);
   }
   for (int threads : {1, 2})
     for (DType dt : {DType::BF16, DType::F16, DType::F32})
@@ -459,7 +460,7 @@ void register_all() {
           best);
     if (best > kc::Isa::Avx2)
       reg("gemm/bf16/M512xK2048xN2048/avx2/threads:" + std::to_string(threads),
-          [=](benchmark::State& st) { run_matmul(st, 512, 2048, 2048, DType::BF16, threads, false); }, kc::Isa::Avx2);
+          [=](benchmark::State& st) { run_matmul(st, 512, 2048, 2048, DType::BF16, threads, false); }, kc::Isa::Avx2, 0);
   }
   for (int threads : {1, 2})
     for (kc::QuantType qt : {kc::QuantType::Q8, kc::QuantType::Q4})
@@ -506,19 +507,19 @@ void register_all() {
           [=](benchmark::State& st) { run_matmul_q(st, 512, 4864, 896, qt, qgs, threads, false); }, best);
       if (best > kc::Isa::Avx2) {
         reg("qgemv/cold/" + q + "g32/gate_up/K2048xN5632/avx2/threads:" + std::to_string(threads),
-            [=](benchmark::State& st) { run_matmul_q(st, 1, 2048, 5632, qt, 32, threads, true); }, kc::Isa::Avx2);
+            [=](benchmark::State& st) { run_matmul_q(st, 1, 2048, 5632, qt, 32, threads, true); }, kc::Isa::Avx2, 0);
         reg("qgemm/" + q + "g32/M512xK2048xN2048/avx2/threads:" + std::to_string(threads),
-            [=](benchmark::State& st) { run_matmul_q(st, 512, 2048, 2048, qt, 32, threads, false); }, kc::Isa::Avx2);
+            [=](benchmark::State& st) { run_matmul_q(st, 512, 2048, 2048, qt, 32, threads, false); }, kc::Isa::Avx2, 0);
       }
       // The AVX2 level with AVX-VNNI (an Alder Lake's prefill), beside the
       // plain AVX2 one above and the AVX-512 one.
       if (best >= kc::Isa::Avx2 && rinfer::cpu_features().avx_vnni) {
         reg("qgemm/" + q + "g32/M512xK2048xN2048/avxvnni/threads:" + std::to_string(threads),
             [=](benchmark::State& st) { run_matmul_q(st, 512, 2048, 2048, qt, 32, threads, false); }, kc::Isa::Avx2,
-            true);
+            1);
         reg("qgemm/" + q + "g" + std::to_string(qgs) + "/M512xK896xN4864/avxvnni/threads:" + std::to_string(threads),
             [=](benchmark::State& st) { run_matmul_q(st, 512, 896, 4864, qt, qgs, threads, false); }, kc::Isa::Avx2,
-            true);
+            1);
       }
     }
   }
@@ -533,9 +534,9 @@ void register_all() {
     reg("attention/cold/bf16/32q4kv_hd64/ctx" + std::to_string(n_ctx) + "/rows",
         [=](benchmark::State& st) { BM_AttentionCold(st, DType::BF16, n_ctx, 64, 4, 32); }, best);
   reg("attention/bf16/32q4kv_hd64/ctx512/rows/avx2",
-      [=](benchmark::State& st) { BM_Attention(st, DType::BF16, 512, 64, 4, 32, true); }, kc::Isa::Avx2);
+      [=](benchmark::State& st) { BM_Attention(st, DType::BF16, 512, 64, 4, 32, true); }, kc::Isa::Avx2, 0);
   reg("attention/cold/bf16/32q4kv_hd64/ctx512/rows/avx2",
-      [=](benchmark::State& st) { BM_AttentionCold(st, DType::BF16, 512, 64, 4, 32); }, kc::Isa::Avx2);
+      [=](benchmark::State& st) { BM_AttentionCold(st, DType::BF16, 512, 64, 4, 32); }, kc::Isa::Avx2, 0);
   reg("attention/bf16/14q2kv_hd64/ctx512/rows",
       [=](benchmark::State& st) { BM_Attention(st, DType::BF16, 512, 64, 2, 14, true); }, best);
   reg("attention/cold/bf16/14q2kv_hd64/ctx512/rows",

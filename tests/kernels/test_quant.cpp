@@ -460,30 +460,37 @@ TEST(MatmulQ, PathNames) {
     set_quant_decode(QuantDecode::WeightOnly);
     EXPECT_EQ(matmul_q_activation_quant(1, w), ActQuant::None);
     set_quant_decode(QuantDecode::Auto);
-    // The AVX2 level's prefill: int8 dot products with AVX-VNNI, else dequantized to f32.
+    // The AVX2 level's prefill: int8 dot products with AVX-VNNI (both
+    // types) or vpmaddubsw (Q4); Q8 without AVX-VNNI dequantized to f32.
     if (isa == Isa::Avx2) {
       EXPECT_EQ(avx_vnni_active(), isa.avx_vnni);
-      EXPECT_STREQ(matmul_q_path(512, w), isa.avx_vnni ? "w4a8-avxvnni-gemm" : "w4a16-dequant-gemm");
+      w.type = QuantType::Q4;
+      EXPECT_STREQ(matmul_q_path(512, w), isa.avx_vnni ? "w4a8-avxvnni-gemm" : "w4a8-avx2-gemm");
+      EXPECT_EQ(matmul_q_activation_quant(512, w), ActQuant::PerRow);
+      w.type = QuantType::Q8;
+      EXPECT_STREQ(matmul_q_path(512, w), isa.avx_vnni ? "w8a8-avxvnni-gemm" : "w8a16-dequant-gemm");
       EXPECT_EQ(matmul_q_activation_quant(512, w), isa.avx_vnni ? ActQuant::PerRow : ActQuant::None);
     }
   }
 }
 
-// The AVX-VNNI prefill GEMM (ymm) does the AVX-512 VNNI GEMM's arithmetic in
-// the same order: the same bits, for every type, group size, scale dtype,
-// M across its 3-row and the AVX-512 6-row tiles, N with a partial block, K
-// across the 8192 k-block, one matrix and fused (matmul_q_multi, gate/up).
-TEST(MatmulQ, AvxVnniGemmGivesTheAvx512GemmBits) {
-  if (!rinfer::cpu_features().avx_vnni || best_isa() < Isa::Avx512 || !rinfer::cpu_features().avx512_vnni)
-    GTEST_SKIP() << "needs a CPU with both AVX-VNNI and AVX-512 VNNI (this one: " << rinfer::cpu_features().summary()
-                 << "); OddShapesAllIsas checks AVX-VNNI against the reference where it exists";
+// The AVX2 level's int8 prefill GEMMs (ymm: AVX-VNNI, and vpmaddubsw on Q4)
+// do the AVX-512 VNNI GEMM's arithmetic in the same order: the same bits,
+// for every type, group size, scale dtype, M across their 6- and 3-row and
+// the AVX-512 6-row tiles, N with a partial block, K across the 8192
+// k-block, one matrix and fused (matmul_q_multi, gate/up).
+TEST(MatmulQ, Avx2LevelInt8GemmsGiveTheAvx512GemmBits) {
+  if (best_isa() < Isa::Avx512 || !rinfer::cpu_features().avx512_vnni)
+    GTEST_SKIP() << "needs AVX-512 VNNI for the GEMM to compare with (this CPU: " << rinfer::cpu_features().summary()
+                 << "); OddShapesAllIsas checks the AVX2 level against the reference";
   uint32_t seed = 2500;
   struct Shape {
     int64_t M, K, N;
   };
   for (QuantType t : {QuantType::Q8, QuantType::Q4})
     for (int64_t gs : {32, 64, 128})
-      for (Shape sh : {Shape{5, 256, 40}, Shape{17, 384, 16}, Shape{64, 512, 100}, Shape{7, 8192 + 256, 33}}) {
+      for (Shape sh : {Shape{5, 256, 40}, Shape{17, 384, 16}, Shape{64, 512, 100}, Shape{7, 8192 + 256, 33},
+                       Shape{4 + 6, 128, 45}}) {
         if (sh.K % gs) continue;
         std::mt19937 rng(seed++);
         const int64_t M = sh.M, K = sh.K, N = sh.N, ldx = K + 3;
@@ -505,11 +512,16 @@ TEST(MatmulQ, AvxVnniGemmGivesTheAvx512GemmBits) {
         };
         for (int threads : {1, 2}) {
           const auto want = run(Isa::Avx512, threads);
-          const auto got = run(KernelLevel(Isa::Avx2, true), threads);
-          for (size_t i = 0; i < want.size(); ++i)
-            ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i]))
-                << quant_type_name(t) << " gs=" << gs << " M=" << M << " K=" << K << " N=" << N << " threads=" << threads
-                << " output " << i / size_t(M * N) << " [" << i % size_t(M * N) / size_t(N) << ", " << i % size_t(N) << "]";
+          for (bool vnni : {true, false}) {
+            if (!vnni && t != QuantType::Q4) continue;  // plain AVX2 Q8 prefill: the dequantizing GEMM
+            if (vnni && !rinfer::cpu_features().avx_vnni) continue;
+            const auto got = run(KernelLevel(Isa::Avx2, vnni), threads);
+            for (size_t i = 0; i < want.size(); ++i)
+              ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i]))
+                  << (vnni ? "avx2+avxvnni " : "avx2 ") << quant_type_name(t) << " gs=" << gs << " M=" << M
+                  << " K=" << K << " N=" << N << " threads=" << threads << " output " << i / size_t(M * N) << " ["
+                  << i % size_t(M * N) / size_t(N) << ", " << i % size_t(N) << "]";
+          }
         }
       }
 }

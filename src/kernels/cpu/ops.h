@@ -19,10 +19,11 @@ void force_isa(Isa isa);    // tests and benchmarks: pin an implementation
 
 // AVX-VNNI at the AVX2 level: vpdpbusd on ymm registers, which CPUs without
 // AVX-512 have from Intel Alder Lake on (AMD Zen 5 has it too). The W8A8 /
-// W4A8 prefill GEMM uses it; without it the AVX2 level dequantizes the
-// weights to f32 for prefill. Active where active_isa() is Avx2 and the CPU
-// has it, unless RINFER_ISA=avx2 (plain AVX2, as on Haswell to Zen 4 without
-// AVX-512) or force_avx_vnni(0); RINFER_ISA=avxvnni asks for it.
+// W4A8 prefill GEMM uses it; without it the AVX2 level runs W4A8 with
+// vpmaddubsw and dequantizes Q8 weights to f32 for prefill. Active where
+// active_isa() is Avx2 and the CPU has it, unless RINFER_ISA=avx2 (plain
+// AVX2, as on Haswell to Comet Lake or Zen 1 to 3) or force_avx_vnni(0);
+// RINFER_ISA=avxvnni asks for it (a CPU without AVX-VNNI runs plain AVX2).
 bool avx_vnni_active();
 void force_avx_vnni(int on);  // tests: 1 on (where the CPU has it), 0 off, -1 as the CPU has it
 const char* active_level_name();  // what runs, as RINFER_ISA spells it: scalar, avx2, avxvnni or avx512
@@ -277,16 +278,18 @@ void dequantize_weights(const QuantizedWeight& w, float* out);
 //    tok/s).
 //  - prefill, larger M: W8A8 / W4A8: each x row is quantized to int8 with one
 //    scale per row (ActQuant::PerRow, quantize_row_i8), integer dot products
-//    per group (AVX-512 VNNI vpdpbusd), then scaled and summed in f32. Where
-//    VNNI is missing the weights are dequantized to f32 panels and a f32 GEMM
-//    is used instead (activations stay f32).
+//    per group (vpdpbusd: AVX-512 VNNI on zmm, AVX-VNNI on ymm; plain AVX2
+//    vpmaddubsw on Q4 weights), then scaled and summed in f32: the same bits
+//    on all three. Otherwise (Q8 on plain AVX2, AVX-512 without VNNI) the
+//    weights are dequantized to f32 panels and a f32 GEMM is used instead
+//    (activations stay f32).
 void matmul_q(const float* x, int64_t M, int64_t K, int64_t ldx, const QuantizedWeight& w, const float* bias, float* y,
               int64_t ldy, ThreadPool& pool);
 int64_t quant_gemv_max_m();  // 4
 
 // matmul_q of one x by several weights (a layer's q/k/v or gate/up): the same
 // results as one matmul_q per weight. On the int8-activation decode GEMV
-// (AVX-512 and AVX2) and the VNNI prefill GEMM (weights of one type and group
+// (AVX-512 and AVX2) and the int8 prefill GEMMs (weights of one type and group
 // size, n <= kMatmulQMultiMax) x is quantized (and packed) once and every weight's
 // tasks run as one pool job: one barrier per group of matrices instead of
 // one per matrix. Otherwise one matmul_q each.
@@ -319,8 +322,10 @@ enum class ActQuant : uint8_t { None, PerRow, PerGroup };
 // What matmul_q does for M rows on the active ISA: "w8a16-gemv", "w4a16-gemv"
 // (weight-only; activations f32), "w8a8-vnni-gemv", "w4a8-vnni-gemv",
 // "w8a8-avx2-gemv", "w4a8-avx2-gemv" (int8 activations), "w8a8-vnni-gemm",
-// "w4a8-vnni-gemm", "w8a16-dequant-gemm",
-// "w4a16-dequant-gemm" (AVX2 / no VNNI), "w8a16-scalar", "w4a16-scalar".
+// "w4a8-vnni-gemm" (AVX-512 VNNI), "w8a8-avxvnni-gemm", "w4a8-avxvnni-gemm"
+// (AVX2 level with AVX-VNNI), "w4a8-avx2-gemm" (plain AVX2, Q4),
+// "w8a16-dequant-gemm", "w4a16-dequant-gemm" (no int8 GEMM), "w8a16-scalar",
+// "w4a16-scalar".
 const char* matmul_q_path(int64_t M, const QuantizedWeight& w);
 ActQuant matmul_q_activation_quant(int64_t M, const QuantizedWeight& w);
 

@@ -19,6 +19,8 @@ uint64_t read_stream(const void* p, size_t bytes);
 namespace rinfer::kernels::cpu::avx2 {
 double peak_loop_fma(int64_t iters);
 int64_t peak_loop_fma_macs();
+double peak_loop_maddubs(int64_t iters);
+int64_t peak_loop_maddubs_macs();
 uint64_t read_stream(const void* p, size_t bytes);
 }  // namespace rinfer::kernels::cpu::avx2
 namespace rinfer::kernels::cpu::avxvnni {
@@ -54,10 +56,14 @@ const char* peak_kind_name(PeakKind k) {
 }
 
 bool peak_kind_of_path(std::string_view path, PeakKind& kind) {
-  if (path.find("scalar") != std::string_view::npos) return false;
-  kind = path.find("vnni") != std::string_view::npos       ? PeakKind::Int8Dot  // w8a8 / w4a8 VNNI
-         : path.find("dot-gemm") != std::string_view::npos ? PeakKind::Bf16Dot  // bf16-dot-gemm
-                                                           : PeakKind::F32Fma;  // fma GEMMs, dequant GEMMs, GEMVs
+  auto has = [&](std::string_view part) { return path.find(part) != std::string_view::npos; };
+  if (has("scalar")) return false;
+  if (has("vnni") || has("a8-avx2-gemm"))  // w8a8 / w4a8: VNNI, AVX-VNNI, vpmaddubsw
+    kind = PeakKind::Int8Dot;
+  else if (has("dot-gemm"))  // bf16-dot-gemm
+    kind = PeakKind::Bf16Dot;
+  else  // fma GEMMs, dequant GEMMs, GEMVs
+    kind = PeakKind::F32Fma;
   return true;
 }
 
@@ -68,8 +74,8 @@ double measure_peak_gops(PeakKind k, ThreadPool& pool) {
     macs_per_iter = avx512::peak_loop_macs(int(k));
   else if (isa == Isa::Avx2 && k == PeakKind::F32Fma)
     macs_per_iter = avx2::peak_loop_fma_macs();
-  else if (isa == Isa::Avx2 && k == PeakKind::Int8Dot && avx_vnni_active())
-    macs_per_iter = avxvnni::peak_loop_int8_macs();
+  else if (isa == Isa::Avx2 && k == PeakKind::Int8Dot)
+    macs_per_iter = avx_vnni_active() ? avxvnni::peak_loop_int8_macs() : avx2::peak_loop_maddubs_macs();
   if (macs_per_iter == 0) return 0;
   // About 10-20 ms per run at one instruction per cycle.
   const int64_t iters = int64_t(40'000'000) / 12;
@@ -78,9 +84,10 @@ double measure_peak_gops(PeakKind k, ThreadPool& pool) {
   for (int rep = 0; rep < 6; ++rep) {  // the first run warms the clocks up
     const auto t0 = std::chrono::steady_clock::now();
     pool.run(n, [&](int64_t, int) {
-      const double r = isa == Isa::Avx512           ? avx512::peak_loop(int(k), iters)
-                       : k == PeakKind::Int8Dot ? avxvnni::peak_loop_int8(iters)
-                                                : avx2::peak_loop_fma(iters);
+      const double r = isa == Isa::Avx512                        ? avx512::peak_loop(int(k), iters)
+                       : k != PeakKind::Int8Dot                  ? avx2::peak_loop_fma(iters)
+                       : avx_vnni_active()                       ? avxvnni::peak_loop_int8(iters)
+                                                                 : avx2::peak_loop_maddubs(iters);
       g_sink_f = g_sink_f + r;
     });
     const double dt = seconds_since(t0);

@@ -1,5 +1,6 @@
-// AVX2 probes for roofline.cpp (see roofline_avx512.cpp). Only f32 FMA: the
-// AVX2 matmul paths have no BF16 or INT8 dot-product instruction.
+// AVX2 probes for roofline.cpp (see roofline_avx512.cpp): f32 FMA, and the
+// int8 products of the W4A8 prefill GEMM (qgemm_avx2.cpp: vpmaddubsw, its
+// pair sums added in int16). No BF16 dot-product instruction at this level.
 #include <immintrin.h>
 
 #include <cstddef>
@@ -26,6 +27,29 @@ double peak_loop_fma(int64_t iters) {
 }
 
 int64_t peak_loop_fma_macs() { return kChains * 8; }
+
+// 6 chains of vpmaddubsw + vpaddw, the GEMM's inner step (32 multiply-adds
+// each). Inline assembly so that the compiler keeps one chain per
+// accumulator (it reassociates integer adds: qgemm_avx2.cpp).
+double peak_loop_maddubs(int64_t iters) {
+  __m256i c0 = _mm256_setzero_si256(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, t0, t1, t2, t3, t4, t5;
+  const __m256i a = _mm256_set1_epi8(1), b = _mm256_set1_epi8(-1);
+#define RINFER_MADDUBS(i) "vpmaddubsw %[b], %[a], %[t" #i "]\n\tvpaddw %[t" #i "], %[c" #i "], %[c" #i "]\n\t"
+  for (int64_t i = 0; i < iters; ++i)
+    __asm__(RINFER_MADDUBS(0) RINFER_MADDUBS(1) RINFER_MADDUBS(2) RINFER_MADDUBS(3) RINFER_MADDUBS(4)
+                RINFER_MADDUBS(5)
+            : [c0] "+x"(c0), [c1] "+x"(c1), [c2] "+x"(c2), [c3] "+x"(c3), [c4] "+x"(c4), [c5] "+x"(c5),
+              [t0] "=&x"(t0), [t1] "=&x"(t1), [t2] "=&x"(t2), [t3] "=&x"(t3), [t4] "=&x"(t4), [t5] "=&x"(t5)
+            : [a] "x"(a), [b] "x"(b));
+#undef RINFER_MADDUBS
+  const __m256i s = _mm256_add_epi16(_mm256_add_epi16(_mm256_add_epi16(c0, c1), _mm256_add_epi16(c2, c3)),
+                                     _mm256_add_epi16(c4, c5));
+  alignas(32) int16_t t[16];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(t), s);
+  return double(t[0]) + double(t[15]);
+}
+
+int64_t peak_loop_maddubs_macs() { return 6 * 32; }
 
 uint64_t read_stream(const void* p, size_t bytes) {
   const auto* v = static_cast<const __m256i*>(p);
