@@ -29,62 +29,45 @@ namespace {
 // chains, enough to cover the instruction's latency at two per cycle. (3
 // rows with the f32 sums in registers: 6 chains, 16.2 against 14.2 ms on
 // bench_kernels qgemm/q4g32/M512xK2048xN2048/avxvnni/threads:1.)
+constexpr int kMR = 6;
+
 template <int MR, int GK4>
-void micro(const int32_t* xp, const int32_t* comp, const uint8_t* w, const float* sp, int64_t n_groups,
-           const float* sx, float* c, int64_t ldc, int64_t ncols, bool first, const float* bias) {
-  constexpr int kMR = 6;
-  alignas(32) float accf[MR][16];  // in memory on purpose: the registers hold the int32 chains
-  memset(accf, 0, sizeof(accf));
-  for (int64_t g = 0; g < n_groups; ++g) {
-    __m256i acci[MR][2];
+struct Micro {
+  static void run(const int32_t* xp, const int32_t* comp, const uint8_t* w, const float* sp, int64_t n_groups,
+                  const float* sx, float* c, int64_t ldc, int64_t ncols, bool first, const float* bias) {
+    alignas(32) float accf[MR][16];  // in memory on purpose: the registers hold the int32 chains
+    memset(accf, 0, sizeof(accf));
+    for (int64_t g = 0; g < n_groups; ++g) {
+      __m256i acci[MR][2];
 #pragma GCC unroll 8
-    for (int i = 0; i < MR; ++i) acci[i][0] = acci[i][1] = _mm256_set1_epi32(comp[g * kMR + i]);
-    const int32_t* x = xp + g * GK4 * kMR;
-    const uint8_t* p = w + g * GK4 * 64;
+      for (int i = 0; i < MR; ++i) acci[i][0] = acci[i][1] = _mm256_set1_epi32(comp[g * kMR + i]);
+      const int32_t* x = xp + g * GK4 * kMR;
+      const uint8_t* p = w + g * GK4 * 64;
 #pragma GCC unroll 32
-    for (int s = 0; s < GK4; ++s) {
-      const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + s * 64));
-      const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + s * 64 + 32));
+      for (int s = 0; s < GK4; ++s) {
+        const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + s * 64));
+        const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + s * 64 + 32));
 #pragma GCC unroll 8
-      for (int i = 0; i < MR; ++i) {
-        const __m256i xb = _mm256_set1_epi32(x[s * kMR + i]);
-        acci[i][0] = _mm256_dpbusd_avx_epi32(acci[i][0], w0, xb);
-        acci[i][1] = _mm256_dpbusd_avx_epi32(acci[i][1], w1, xb);
+        for (int i = 0; i < MR; ++i) {
+          const __m256i xb = _mm256_set1_epi32(x[s * kMR + i]);
+          acci[i][0] = _mm256_dpbusd_avx_epi32(acci[i][0], w0, xb);
+          acci[i][1] = _mm256_dpbusd_avx_epi32(acci[i][1], w1, xb);
+        }
+      }
+#pragma GCC unroll 2
+      for (int v = 0; v < 2; ++v) {
+        const __m256 sv = _mm256_load_ps(sp + g * 16 + 8 * v);
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; ++i)
+          _mm256_store_ps(accf[i] + 8 * v,
+                          _mm256_fmadd_ps(_mm256_cvtepi32_ps(acci[i][v]), sv, _mm256_load_ps(accf[i] + 8 * v)));
       }
     }
-#pragma GCC unroll 2
-    for (int v = 0; v < 2; ++v) {
-      const __m256 sv = _mm256_load_ps(sp + g * 16 + 8 * v);
-#pragma GCC unroll 8
-      for (int i = 0; i < MR; ++i)
-        _mm256_store_ps(accf[i] + 8 * v,
-                        _mm256_fmadd_ps(_mm256_cvtepi32_ps(acci[i][v]), sv, _mm256_load_ps(accf[i] + 8 * v)));
-    }
-  }
-  detail::qymm_store<MR>(accf, sx, c, ldc, ncols, first, bias);
-}
-
-struct VnniKernel {
-  static constexpr int kMR = 6;
-  template <int GK4>
-  static detail::QYmmMicroFn for_rows(int64_t mr) {
-    switch (mr) {
-      case 1: return &micro<1, GK4>;
-      case 2: return &micro<2, GK4>;
-      case 3: return &micro<3, GK4>;
-      case 4: return &micro<4, GK4>;
-      case 5: return &micro<5, GK4>;
-      default: return &micro<6, GK4>;
-    }
-  }
-  static detail::QYmmMicroFn micro_for(int64_t mr, int64_t gs) {
-    switch (gs) {
-      case 32: return for_rows<8>(mr);
-      case 64: return for_rows<16>(mr);
-      default: return for_rows<32>(mr);
-    }
+    detail::qymm_store<MR>(accf, sx, c, ldc, ncols, first, bias);
   }
 };
+
+using VnniKernel = detail::QYmmKernel<Micro, kMR>;
 
 }  // namespace
 

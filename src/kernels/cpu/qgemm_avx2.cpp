@@ -30,71 +30,56 @@ namespace {
 constexpr int kMR = 3;
 
 template <int MR, int GK4>
-void micro(const int32_t* xp, const int32_t* comp, const uint8_t* w, const float* sp, int64_t n_groups,
-           const float* sx, float* c, int64_t ldc, int64_t ncols, bool first, const float* bias) {
-  static_assert(GK4 % 8 == 0, "groups of 32, 64 or 128");
-  alignas(32) float accf[MR][16];  // in memory on purpose: the registers hold the integer sums
-  memset(accf, 0, sizeof(accf));
-  const __m256i ones = _mm256_set1_epi16(1);
-  for (int64_t g = 0; g < n_groups; ++g) {
-    __m256i acc32[MR][2];
+struct Micro {
+  static void run(const int32_t* xp, const int32_t* comp, const uint8_t* w, const float* sp, int64_t n_groups,
+                  const float* sx, float* c, int64_t ldc, int64_t ncols, bool first, const float* bias) {
+    static_assert(GK4 % 8 == 0, "groups of 32, 64 or 128");
+    alignas(32) float accf[MR][16];  // in memory on purpose: the registers hold the integer sums
+    memset(accf, 0, sizeof(accf));
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t g = 0; g < n_groups; ++g) {
+      __m256i acc32[MR][2];
 #pragma GCC unroll 4
-    for (int i = 0; i < MR; ++i) acc32[i][0] = acc32[i][1] = _mm256_set1_epi32(comp[g * kMR + i]);
-    const int32_t* x = xp + g * GK4 * kMR;
-    const uint8_t* p = w + g * GK4 * 64;
-    for (int s0 = 0; s0 < GK4; s0 += 8) {  // 8 quads: the int16 sums' limit
-      __m256i acc16[MR][2];
+      for (int i = 0; i < MR; ++i) acc32[i][0] = acc32[i][1] = _mm256_set1_epi32(comp[g * kMR + i]);
+      const int32_t* x = xp + g * GK4 * kMR;
+      const uint8_t* p = w + g * GK4 * 64;
+      for (int s0 = 0; s0 < GK4; s0 += 8) {  // 8 quads: the int16 sums' limit
+        __m256i acc16[MR][2];
 #pragma GCC unroll 4
-      for (int i = 0; i < MR; ++i) acc16[i][0] = acc16[i][1] = _mm256_setzero_si256();
+        for (int i = 0; i < MR; ++i) acc16[i][0] = acc16[i][1] = _mm256_setzero_si256();
 #pragma GCC unroll 8
-      for (int s = s0; s < s0 + 8; ++s) {
-        const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + s * 64));
-        const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + s * 64 + 32));
+        for (int s = s0; s < s0 + 8; ++s) {
+          const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + s * 64));
+          const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + s * 64 + 32));
 #pragma GCC unroll 4
-        for (int i = 0; i < MR; ++i) {
-          const __m256i xb = _mm256_set1_epi32(x[s * kMR + i]);
-          acc16[i][0] = _mm256_add_epi16(acc16[i][0], _mm256_maddubs_epi16(w0, xb));
-          acc16[i][1] = _mm256_add_epi16(acc16[i][1], _mm256_maddubs_epi16(w1, xb));
-          // One chain per accumulator: without this GCC 12 reassociates the
-          // 8 steps' adds into a tree and spills the products to the stack.
-          __asm__("" : "+x"(acc16[i][0]), "+x"(acc16[i][1]));
+          for (int i = 0; i < MR; ++i) {
+            const __m256i xb = _mm256_set1_epi32(x[s * kMR + i]);
+            acc16[i][0] = _mm256_add_epi16(acc16[i][0], _mm256_maddubs_epi16(w0, xb));
+            acc16[i][1] = _mm256_add_epi16(acc16[i][1], _mm256_maddubs_epi16(w1, xb));
+            // One chain per accumulator: without this GCC 12 reassociates the
+            // 8 steps' adds into a tree and spills the products to the stack.
+            __asm__("" : "+x"(acc16[i][0]), "+x"(acc16[i][1]));
+          }
         }
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+          for (int v = 0; v < 2; ++v) acc32[i][v] = _mm256_add_epi32(acc32[i][v], _mm256_madd_epi16(acc16[i][v], ones));
       }
-#pragma GCC unroll 4
-      for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 2
-        for (int v = 0; v < 2; ++v) acc32[i][v] = _mm256_add_epi32(acc32[i][v], _mm256_madd_epi16(acc16[i][v], ones));
-    }
-#pragma GCC unroll 2
-    for (int v = 0; v < 2; ++v) {
-      const __m256 sv = _mm256_load_ps(sp + g * 16 + 8 * v);
+      for (int v = 0; v < 2; ++v) {
+        const __m256 sv = _mm256_load_ps(sp + g * 16 + 8 * v);
 #pragma GCC unroll 4
-      for (int i = 0; i < MR; ++i)
-        _mm256_store_ps(accf[i] + 8 * v,
-                        _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc32[i][v]), sv, _mm256_load_ps(accf[i] + 8 * v)));
+        for (int i = 0; i < MR; ++i)
+          _mm256_store_ps(accf[i] + 8 * v,
+                          _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc32[i][v]), sv, _mm256_load_ps(accf[i] + 8 * v)));
+      }
     }
-  }
-  detail::qymm_store<MR>(accf, sx, c, ldc, ncols, first, bias);
-}
-
-struct MaddubsKernel {
-  static constexpr int kMR = avx2::kMR;
-  template <int GK4>
-  static detail::QYmmMicroFn for_rows(int64_t mr) {
-    switch (mr) {
-      case 1: return &micro<1, GK4>;
-      case 2: return &micro<2, GK4>;
-      default: return &micro<3, GK4>;
-    }
-  }
-  static detail::QYmmMicroFn micro_for(int64_t mr, int64_t gs) {
-    switch (gs) {
-      case 32: return for_rows<8>(mr);
-      case 64: return for_rows<16>(mr);
-      default: return for_rows<32>(mr);
-    }
+    detail::qymm_store<MR>(accf, sx, c, ldc, ncols, first, bias);
   }
 };
+
+using MaddubsKernel = detail::QYmmKernel<Micro, kMR>;
 
 }  // namespace
 

@@ -38,6 +38,35 @@ using QYmmMicroFn = void (*)(const int32_t* xp, const int32_t* comp, const uint8
                              int64_t n_groups, const float* sx, float* c, int64_t ldc, int64_t ncols, bool first,
                              const float* bias);
 
+// A SIMD file's micro kernel instances: Micro<MR, GK4>::run (a QYmmMicroFn)
+// for MR = 1 .. MaxMR rows and GK4 = group size / 4 (8, 16, 32: constants,
+// so that the k loop unrolls). qymm_gemm_multi's Kernel.
+template <template <int, int> class Micro, int MaxMR>
+struct QYmmKernel {
+  static_assert(MaxMR >= 1 && MaxMR <= 6);
+  static constexpr int kMR = MaxMR;
+  template <int N>
+  static constexpr int rows = N < MaxMR ? N : MaxMR;
+  template <int GK4>
+  static QYmmMicroFn for_rows(int64_t mr) {
+    switch (mr) {
+      case 1: return &Micro<rows<1>, GK4>::run;
+      case 2: return &Micro<rows<2>, GK4>::run;
+      case 3: return &Micro<rows<3>, GK4>::run;
+      case 4: return &Micro<rows<4>, GK4>::run;
+      case 5: return &Micro<rows<5>, GK4>::run;
+      default: return &Micro<rows<6>, GK4>::run;
+    }
+  }
+  static QYmmMicroFn micro_for(int64_t mr, int64_t gs) {
+    switch (gs) {
+      case 32: return for_rows<8>(mr);
+      case 64: return for_rows<16>(mr);
+      default: return for_rows<32>(mr);
+    }
+  }
+};
+
 struct QYmmCtx {
   const QMatmulArgs* a;
   int mr;         // x rows per micro tile (the kernel's)
@@ -197,8 +226,7 @@ struct QYmmMulti {
 
 // as[0 .. n): one x (x, M, K, ldx of as[0]), weights of one type and group
 // size: x packed once (a pool job over the m-tiles), then every matrix's
-// block x m-tile tasks as one pool job. Kernel::kMR rows per micro tile,
-// Kernel::micro_for(mr, group size) its micro kernel for mr <= kMR rows.
+// block x m-tile tasks as one pool job. Kernel: a QYmmKernel.
 template <class Kernel>
 void qymm_gemm_multi(const QMatmulArgs* as, int n, const Runner& runner) {
   const QMatmulArgs& a0 = as[0];
