@@ -54,14 +54,7 @@ struct Micro {
           acci[i][1] = _mm256_dpbusd_avx_epi32(acci[i][1], w1, xb);
         }
       }
-#pragma GCC unroll 2
-      for (int v = 0; v < 2; ++v) {
-        const __m256 sv = _mm256_load_ps(sp + g * 16 + 8 * v);
-#pragma GCC unroll 8
-        for (int i = 0; i < MR; ++i)
-          _mm256_store_ps(accf[i] + 8 * v,
-                          _mm256_fmadd_ps(_mm256_cvtepi32_ps(acci[i][v]), sv, _mm256_load_ps(accf[i] + 8 * v)));
-      }
+      detail::qymm_add_group<MR>(acci, sp + g * 16, accf);
     }
     detail::qymm_store<MR>(accf, sx, c, ldc, ncols, first, bias);
   }

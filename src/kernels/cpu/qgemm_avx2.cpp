@@ -66,14 +66,7 @@ struct Micro {
 #pragma GCC unroll 2
           for (int v = 0; v < 2; ++v) acc32[i][v] = _mm256_add_epi32(acc32[i][v], _mm256_madd_epi16(acc16[i][v], ones));
       }
-#pragma GCC unroll 2
-      for (int v = 0; v < 2; ++v) {
-        const __m256 sv = _mm256_load_ps(sp + g * 16 + 8 * v);
-#pragma GCC unroll 4
-        for (int i = 0; i < MR; ++i)
-          _mm256_store_ps(accf[i] + 8 * v,
-                          _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc32[i][v]), sv, _mm256_load_ps(accf[i] + 8 * v)));
-      }
+      detail::qymm_add_group<MR>(acc32, sp + g * 16, accf);
     }
     detail::qymm_store<MR>(accf, sx, c, ldc, ncols, first, bias);
   }

@@ -112,6 +112,20 @@ inline __m256i qymm_col_mask(int64_t n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+// The end of a group in a micro kernel: accf[i] += float(acc[i]) * the
+// group's 16 scales s16 (one FMA per 8 outputs).
+template <int MR>
+inline void qymm_add_group(const __m256i (&acc)[MR][2], const float* s16, float (&accf)[MR][16]) {
+#pragma GCC unroll 2
+  for (int v = 0; v < 2; ++v) {
+    const __m256 sv = _mm256_load_ps(s16 + 8 * v);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i)
+      _mm256_store_ps(accf[i] + 8 * v,
+                      _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[i][v]), sv, _mm256_load_ps(accf[i] + 8 * v)));
+  }
+}
+
 // The micro kernels' epilogue: row i of C (+)= accf[i] * sx[i], onto the
 // bias (first k-block) or C's partial sums; columns past ncols untouched.
 template <int MR>
