@@ -644,12 +644,14 @@ TEST(KvCacheI8, AttentionMatchesReference) {
               for (int d = 0; d < hd; ++d)
                 ASSERT_LE(std::fabs(g7[size_t(r)][d] - (r < 5 ? ref : ref2)[d]), bound)
                     << "group " << isa_name(isa) << " hd=" << hd << " row " << r << " n_ctx=" << n_ctx;
-            // 14 rows (the rows-in-lanes path): the row alternating with the shorter one
-            std::vector<std::vector<float>> lo(14, std::vector<float>(size_t(hd), 123.0f));
+            // 18 rows (the rows-in-lanes path: 16 rows in lanes, at AVX-512 one
+            // tile and at AVX2 two, the last 2 on the row path): the row
+            // alternating with the shorter one
+            std::vector<std::vector<float>> lo(18, std::vector<float>(size_t(hd), 123.0f));
             std::vector<AttnRow> many;
-            for (int r = 0; r < 14; ++r) many.push_back({q.data(), lo[size_t(r)].data(), r % 2 ? n2 : n_ctx, alibi});
-            attention_rows(many.data(), 14, c.kv, h, order.data(), scale);
-            for (int r = 0; r < 14; ++r)
+            for (int r = 0; r < 18; ++r) many.push_back({q.data(), lo[size_t(r)].data(), r % 2 ? n2 : n_ctx, alibi});
+            attention_rows(many.data(), 18, c.kv, h, order.data(), scale);
+            for (int r = 0; r < 18; ++r)
               for (int d = 0; d < hd; ++d)
                 ASSERT_LE(std::fabs(lo[size_t(r)][d] - (r % 2 ? ref2 : ref)[d]), bound)
                     << "lanes " << isa_name(isa) << " hd=" << hd << " row " << r << " n_ctx=" << n_ctx;

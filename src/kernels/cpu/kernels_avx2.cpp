@@ -930,6 +930,226 @@ void attention_rows_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv
   }
 }
 
+
+// ---------------------------------------------------------------- rows in lanes
+// attention_rows with many rows (a prompt's tokens x a GQA group's heads),
+// as the AVX-512 file's rows in lanes at 8 lanes: tiles of 8 rows, one row
+// per lane, so that nothing is summed across lanes. Scores S^T[t][lane] =
+// K_t[d] (broadcast) * Q^T[d][lane] summed over d, the softmax per lane down
+// t, O^T[d][lane] = V_t[d] (broadcast) * P^T[t][lane] summed over t. One FMA
+// per key and dimension for 8 rows, where the row path spends hd / 8 FMAs
+// per key and row plus horizontal sums. Fewer than kLaneMinCall rows (decode:
+// one token's GQA group of heads) take the row path.
+constexpr int kLaneRows = 8;
+constexpr int kLaneMinCall = 16;  // rows: below this, all on the row path
+constexpr int kLaneMinRows = 6;   // a last tile of fewer rows takes the row path
+constexpr int kMaxLaneTiles = 16;  // tiles per attention_lanes_t call (128 rows)
+
+// One tile: Q^T [hd][8] and O^T [hd][8] in the lanes scratch, and per lane
+// the row's n_ctx (as a float: exact below 2^24), ALiBi slope, running max
+// of its scores and 1 / sum of their exponentials.
+struct LaneTile {
+  float* qt;
+  float* ot;
+  alignas(32) float n_ctx[kLaneRows];
+  alignas(32) float slope[kLaneRows];
+  alignas(32) float max[kLaneRows];
+  alignas(32) float inv[kLaneRows];
+  int64_t n_max;  // the tile's longest context
+  int n_rows;
+  static int64_t floats(int hd) { return 2 * int64_t(hd) * kLaneRows; }
+};
+
+// Scores of KB keys (wide rows k[0 .. KB)) at positions j .. j + KB - 1 for
+// the tile's lanes: scale * q . K + slope * (j + i - (n_ctx - 1)), -inf at
+// positions >= n_ctx; stored st[i][lane], the running max updated. One
+// chain per key (KB of them) over d.
+template <int KB>
+inline void lane_scores(LaneTile& tl, const float* k, int hd, int64_t j, float scale, float* st) {
+  __m256 acc[KB];
+#pragma GCC unroll 12
+  for (int i = 0; i < KB; ++i) acc[i] = _mm256_setzero_ps();
+  for (int d = 0; d < hd; ++d) {
+    const __m256 q = _mm256_load_ps(tl.qt + d * kLaneRows);
+#pragma GCC unroll 12
+    for (int i = 0; i < KB; ++i) acc[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(k + i * hd + d), q, acc[i]);
+  }
+  const __m256 n_ctx = _mm256_load_ps(tl.n_ctx), slope = _mm256_load_ps(tl.slope), vscale = _mm256_set1_ps(scale);
+  const __m256 last = _mm256_sub_ps(n_ctx, _mm256_set1_ps(1.0f)), ninf = _mm256_set1_ps(-INFINITY);
+  __m256 mx = _mm256_load_ps(tl.max);
+#pragma GCC unroll 12
+  for (int i = 0; i < KB; ++i) {
+    const __m256 pos = _mm256_set1_ps(float(j + i));
+    __m256 s = _mm256_fmadd_ps(acc[i], vscale, _mm256_mul_ps(slope, _mm256_sub_ps(pos, last)));
+    s = _mm256_blendv_ps(ninf, s, _mm256_cmp_ps(pos, n_ctx, _CMP_LT_OQ));
+    _mm256_store_ps(st + i * kLaneRows, s);
+    mx = _mm256_max_ps(mx, s);
+  }
+  _mm256_store_ps(tl.max, mx);
+}
+
+constexpr int kLaneKeys = 12;  // keys per lane_scores call: 12 accumulators
+void lane_scores_chunk(LaneTile& tl, const float* k, int hd, int64_t j0, int64_t nt, float scale, float* st) {
+  int64_t i = 0;
+  for (; i + kLaneKeys <= nt; i += kLaneKeys)
+    lane_scores<kLaneKeys>(tl, k + i * hd, hd, j0 + i, scale, st + i * kLaneRows);
+  const float* kk = k + i * hd;
+  float* s = st + i * kLaneRows;
+  const int64_t j = j0 + i;
+  switch (nt - i) {
+    case 1: return lane_scores<1>(tl, kk, hd, j, scale, s);
+    case 2: return lane_scores<2>(tl, kk, hd, j, scale, s);
+    case 3: return lane_scores<3>(tl, kk, hd, j, scale, s);
+    case 4: return lane_scores<4>(tl, kk, hd, j, scale, s);
+    case 5: return lane_scores<5>(tl, kk, hd, j, scale, s);
+    case 6: return lane_scores<6>(tl, kk, hd, j, scale, s);
+    case 7: return lane_scores<7>(tl, kk, hd, j, scale, s);
+    case 8: return lane_scores<8>(tl, kk, hd, j, scale, s);
+    case 9: return lane_scores<9>(tl, kk, hd, j, scale, s);
+    case 10: return lane_scores<10>(tl, kk, hd, j, scale, s);
+    case 11: return lane_scores<11>(tl, kk, hd, j, scale, s);
+    default: return;
+  }
+}
+
+// st[t][lane] = exp(st - max) for t < n_max (0 where the score is -inf),
+// and inv = 1 / sum over t (summed in double like softmax; 0 for a lane
+// with no positions).
+void lane_softmax(LaneTile& tl, float* st) {
+  const __m256 ninf = _mm256_set1_ps(-INFINITY);
+  __m256 mx = _mm256_load_ps(tl.max);
+  mx = _mm256_blendv_ps(mx, _mm256_setzero_ps(), _mm256_cmp_ps(mx, ninf, _CMP_EQ_OQ));
+  __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+  for (int64_t t = 0; t < tl.n_max; ++t) {
+    const __m256 s = _mm256_load_ps(st + t * kLaneRows);
+    const __m256 e = _mm256_and_ps(_mm256_cmp_ps(s, ninf, _CMP_NEQ_UQ), exp256(_mm256_sub_ps(s, mx)));
+    _mm256_store_ps(st + t * kLaneRows, e);
+    s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+    s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+  }
+  alignas(32) double sum[kLaneRows];
+  _mm256_store_pd(sum, s0);
+  _mm256_store_pd(sum + 4, s1);
+  for (int l = 0; l < kLaneRows; ++l) tl.inv[l] = sum[l] > 0 ? float(1.0 / sum[l]) : 0.0f;
+}
+
+// O^T[d][lane] (+)= sum_{i < nt} P^T[i][lane] * V_i[d] for d in [d0, d0 + DB):
+// two chains (even and odd keys), 2 DB accumulators.
+template <int DB>
+inline void lane_values(const LaneTile& tl, const float* pt, const float* v, int hd, int64_t nt, int d0, bool first) {
+  __m256 a0[DB], a1[DB];
+#pragma GCC unroll 6
+  for (int e = 0; e < DB; ++e) {
+    a0[e] = first ? _mm256_setzero_ps() : _mm256_load_ps(tl.ot + (d0 + e) * kLaneRows);
+    a1[e] = _mm256_setzero_ps();
+  }
+  const float* vp = v + d0;
+  int64_t i = 0;
+  for (; i + 2 <= nt; i += 2, vp += 2 * hd) {
+    const __m256 p0 = _mm256_load_ps(pt + i * kLaneRows), p1 = _mm256_load_ps(pt + (i + 1) * kLaneRows);
+#pragma GCC unroll 6
+    for (int e = 0; e < DB; ++e) {
+      a0[e] = _mm256_fmadd_ps(_mm256_broadcast_ss(vp + e), p0, a0[e]);
+      a1[e] = _mm256_fmadd_ps(_mm256_broadcast_ss(vp + hd + e), p1, a1[e]);
+    }
+  }
+  if (i < nt) {
+    const __m256 p0 = _mm256_load_ps(pt + i * kLaneRows);
+#pragma GCC unroll 6
+    for (int e = 0; e < DB; ++e) a0[e] = _mm256_fmadd_ps(_mm256_broadcast_ss(vp + e), p0, a0[e]);
+  }
+#pragma GCC unroll 6
+  for (int e = 0; e < DB; ++e) _mm256_store_ps(tl.ot + (d0 + e) * kLaneRows, _mm256_add_ps(a0[e], a1[e]));
+}
+
+constexpr int kLaneDims = 6;  // dimensions per lane_values pass: 12 accumulators
+void lane_values_chunk(const LaneTile& tl, const float* pt, const float* v, int hd, int64_t nt, bool first) {
+  int d0 = 0;
+  for (; d0 + kLaneDims <= hd; d0 += kLaneDims) lane_values<kLaneDims>(tl, pt, v, hd, nt, d0, first);
+  switch (hd - d0) {
+    case 1: return lane_values<1>(tl, pt, v, hd, nt, d0, first);
+    case 2: return lane_values<2>(tl, pt, v, hd, nt, d0, first);
+    case 3: return lane_values<3>(tl, pt, v, hd, nt, d0, first);
+    case 4: return lane_values<4>(tl, pt, v, hd, nt, d0, first);
+    case 5: return lane_values<5>(tl, pt, v, hd, nt, d0, first);
+    default: return;
+  }
+}
+
+// attention_rows for the rows of ceil(n_rows / 8) <= kMaxLaneTiles tiles
+// (head_dim a multiple of 8), K and V widened chunk by chunk as in
+// attention_rows_t.
+template <DType T>
+void attention_lanes_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_head, const int32_t* block_table,
+                       float scale) {
+  const int hd = kv.head_dim, bs = kv.block_size;
+  const int n_tiles = (n_rows + kLaneRows - 1) / kLaneRows;
+  float* buf = detail::scratch(detail::kScratchAttnLanes, n_tiles * LaneTile::floats(hd));
+  LaneTile tiles[kMaxLaneTiles];
+  int64_t n_max = 0;
+  for (int ti = 0; ti < n_tiles; ++ti) {
+    LaneTile& tl = tiles[ti];
+    tl.qt = buf + ti * LaneTile::floats(hd);
+    tl.ot = tl.qt + hd * kLaneRows;
+    tl.n_max = 0;
+    tl.n_rows = int(imin(kLaneRows, n_rows - ti * kLaneRows));
+    for (int d0 = 0; d0 < hd; d0 += 8) {  // Q^T, 8 x 8 at a time
+      __m256 r[8];
+#pragma GCC unroll 8
+      for (int l = 0; l < 8; ++l)
+        r[l] = l < tl.n_rows ? _mm256_loadu_ps(rows[ti * kLaneRows + l].q + d0) : _mm256_setzero_ps();
+      transpose8(r);
+#pragma GCC unroll 8
+      for (int d = 0; d < 8; ++d) _mm256_store_ps(tl.qt + (d0 + d) * kLaneRows, r[d]);
+    }
+    for (int l = 0; l < kLaneRows; ++l) {
+      const bool live = l < tl.n_rows;
+      const AttnRow* row = rows + ti * kLaneRows + l;
+      tl.n_ctx[l] = live ? float(row->n_ctx) : 0.0f;
+      tl.slope[l] = live ? row->alibi_slope : 0.0f;
+      tl.max[l] = -INFINITY;
+      if (live) tl.n_max = imax(tl.n_max, row->n_ctx);
+    }
+    n_max = imax(n_max, tl.n_max);
+  }
+  const int64_t ld_s = n_max * kLaneRows;  // scores / probabilities per tile: [n_max][8]
+  float* st = detail::scratch(detail::kScratchAttnScores, imax(1, n_tiles * ld_s));
+  const int64_t chunk = imax(1, kAttnChunkFloats / hd / bs) * bs;
+  float* wide = detail::scratch(detail::kScratchAttnBlock, imax(1, imin(chunk, n_max)) * hd);
+  for (int64_t j0 = 0; j0 < n_max; j0 += chunk) {
+    widen_chunk<T>(kv, false, kv_head, block_table, j0, imin(chunk, n_max - j0), wide);
+    for (int ti = 0; ti < n_tiles; ++ti) {
+      LaneTile& tl = tiles[ti];
+      if (tl.n_max <= j0) continue;
+      lane_scores_chunk(tl, wide, hd, j0, imin(chunk, tl.n_max - j0), scale, st + ti * ld_s + j0 * kLaneRows);
+    }
+  }
+  for (int ti = 0; ti < n_tiles; ++ti) lane_softmax(tiles[ti], st + ti * ld_s);
+  for (int64_t j0 = 0; j0 < n_max; j0 += chunk) {
+    widen_chunk<T>(kv, true, kv_head, block_table, j0, imin(chunk, n_max - j0), wide);
+    for (int ti = 0; ti < n_tiles; ++ti) {
+      const LaneTile& tl = tiles[ti];
+      if (tl.n_max <= j0) continue;
+      lane_values_chunk(tl, st + ti * ld_s + j0 * kLaneRows, wide, hd, imin(chunk, tl.n_max - j0), j0 == 0);
+    }
+  }
+  for (int ti = 0; ti < n_tiles; ++ti) {  // out = O^T transposed back, times 1 / sum
+    const LaneTile& tl = tiles[ti];
+    if (tl.n_max == 0) {  // O^T was never written; every row is empty
+      for (int l = 0; l < tl.n_rows; ++l)
+        for (int d = 0; d < hd; ++d) rows[ti * kLaneRows + l].out[d] = 0.0f;
+      continue;
+    }
+    for (int d0 = 0; d0 < hd; d0 += 8) {
+      __m256 r[8];
+#pragma GCC unroll 8
+      for (int d = 0; d < 8; ++d) r[d] = _mm256_load_ps(tl.ot + (d0 + d) * kLaneRows);
+      transpose8(r);
+      for (int l = 0; l < tl.n_rows; ++l)
+        _mm256_storeu_ps(rows[ti * kLaneRows + l].out + d0, _mm256_mul_ps(r[l], _mm256_set1_ps(tl.inv[l])));
+    }
+  }
+}
 }  // namespace
 
 // ================================================================= entry points
@@ -1092,10 +1312,27 @@ void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_
   }
 }
 
-// AVX2: every chunk of K/V blocks widened once for all rows
+// AVX2: every chunk of K/V blocks widened once for all rows; 16 rows or
+// more (a prompt) in lanes (attention_lanes_t), fewer (decode) in rows
 // (attention_rows_t); head_dim not a multiple of 8: row by row.
 void attention_rows(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_head, const int32_t* block_table,
                     float scale) {
+  if (kv.head_dim % 8 == 0 && n_rows >= kLaneMinCall) {  // tiles of 8 rows in lanes; a last tile under 6 rows: row path
+    const int rem = n_rows % kLaneRows;
+    const int lane_rows = rem >= kLaneMinRows ? n_rows : n_rows - rem;
+    for (int r0 = 0; r0 < lane_rows; r0 += kMaxLaneTiles * kLaneRows) {
+      const int n = int(imin(lane_rows - r0, kMaxLaneTiles * kLaneRows));
+      switch (kv.dtype) {
+        case DType::F16: attention_lanes_t<DType::F16>(rows + r0, n, kv, kv_head, block_table, scale); break;
+        case DType::BF16: attention_lanes_t<DType::BF16>(rows + r0, n, kv, kv_head, block_table, scale); break;
+        case DType::I8: attention_lanes_t<DType::I8>(rows + r0, n, kv, kv_head, block_table, scale); break;
+        default: attention_lanes_t<DType::F32>(rows + r0, n, kv, kv_head, block_table, scale); break;
+      }
+    }
+    if (lane_rows == n_rows) return;
+    rows += lane_rows;
+    n_rows -= lane_rows;
+  }
   if (kv.head_dim % 8 == 0) switch (kv.dtype) {
       case DType::F16: return attention_rows_t<DType::F16>(rows, n_rows, kv, kv_head, block_table, scale);
       case DType::BF16: return attention_rows_t<DType::BF16>(rows, n_rows, kv, kv_head, block_table, scale);
