@@ -31,6 +31,23 @@ GqaAttention::GqaAttention(const GqaShape& shape, Linear q, Linear k, Linear v, 
     : s_(shape), q_(q), k_(k), v_(v), o_(o), rope_(std::move(rope)), alibi_(std::move(alibi)),
       scale_(float(1.0 / std::sqrt(double(shape.head_dim)))) {}
 
+const float* token_angles(const ForwardContext& ctx, const RotaryEmbedding& rope) {
+  TokenAngles fresh;
+  TokenAngles& ta = ctx.angles ? *ctx.angles : fresh;
+  if (ta.owner == &rope) return ta.cs;
+  const int64_t R = rope.rot_dim();
+  float* cs = ctx.ws->get(Workspace::kAngles, size_t(ctx.n_tokens * R));
+  for_rows(*ctx.pool, ctx.n_tokens, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const BatchItem& item = ctx.batch[size_t(ctx.tok_item[t])];
+      rope.angles(ctx.tok_pos[t], item.start_pos + int64_t(item.tokens.size()), cs + t * R);
+    }
+  });
+  ta.owner = &rope;
+  ta.cs = cs;
+  return cs;
+}
+
 void GqaAttention::forward(const float* h, const ForwardContext& ctx, int64_t layer, float* out) {
   const int64_t T = ctx.n_tokens, D = s_.head_dim, NH = s_.n_heads, NKV = s_.n_kv_heads;
   const int64_t group = NH / NKV;
@@ -51,6 +68,8 @@ void GqaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
   // into the cache before attention, so token t reads [0, pos] from it.
   {
     profile::Scope s(profile::Stage::AttnPrep);
+    const float* angles = rope_ ? token_angles(ctx, *rope_) : nullptr;
+    const int64_t R = rope_ ? rope_->rot_dim() : 0;
     for_rows(pool, T, [&](int64_t t0, int64_t t1) {
       if (q_norm_.weight) {
         q_norm_.forward(q + t0 * NH * D, (t1 - t0) * NH, q + t0 * NH * D);
@@ -60,9 +79,8 @@ void GqaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
         const BatchItem& item = ctx.batch[size_t(ctx.tok_item[t])];
         const int64_t pos = ctx.tok_pos[t];
         if (rope_) {
-          const int64_t seq_len = item.start_pos + int64_t(item.tokens.size());
-          rope_->apply(q + t * NH * D, NH, D, pos, seq_len);
-          rope_->apply(k + t * NKV * D, NKV, D, pos, seq_len);
+          rope_->apply_angles(q + t * NH * D, NH, D, angles + t * R);
+          rope_->apply_angles(k + t * NKV * D, NKV, D, angles + t * R);
         }
         const int64_t slot = int64_t(item.block_table[size_t(pos / bs)]) * bs + pos % bs;
         kc::store_kv(cache, slot, k + t * NKV * D, v + t * NKV * D);

@@ -13,6 +13,16 @@
 namespace rinfer {
 
 // Everything a block needs to know about the tokens of one forward call.
+class RotaryEmbedding;
+
+// Each token's rotary angles (RotaryEmbedding::angles) in one forward pass:
+// the first layer that rotates fills them, the others reuse them (the layers
+// share one RotaryEmbedding).
+struct TokenAngles {
+  const RotaryEmbedding* owner = nullptr;  // whose angles cs holds; null: none yet
+  float* cs = nullptr;                     // [n_tokens][owner->rot_dim()]
+};
+
 struct ForwardContext {
   std::span<const BatchItem> batch;
   const int64_t* tok_pos = nullptr;   // position of each token
@@ -22,7 +32,12 @@ struct ForwardContext {
   KVCache* kv = nullptr;
   ThreadPool* pool = nullptr;
   Workspace* ws = nullptr;
+  TokenAngles* angles = nullptr;  // the pass's; null: every call of token_angles takes them anew
 };
+
+// ctx's tokens' angles of `rope` ([n_tokens][rope.rot_dim()]), taken now
+// (over the pool) unless ctx.angles holds them already.
+const float* token_angles(const ForwardContext& ctx, const RotaryEmbedding& rope);
 
 class AttentionBlock {
  public:

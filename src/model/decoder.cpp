@@ -90,7 +90,8 @@ void Decoder::forward(std::span<const BatchItem> batch, KVCache& kv, float* logi
       }
     });
   }
-  ForwardContext ctx{batch, tok_pos_.data(), tok_item_.data(), T, max_ctx, &kv, &pool_, &ws_};
+  TokenAngles angles;
+  ForwardContext ctx{batch, tok_pos_.data(), tok_item_.data(), T, max_ctx, &kv, &pool_, &ws_, &angles};
   for (int64_t l = 0; l < int64_t(layers_.size()); ++l) {
     DecoderLayer& L = layers_[size_t(l)];
     auto norm = [&](const RMSNorm& n) {

@@ -147,6 +147,17 @@ RotaryEmbedding::RotaryEmbedding(const ModelConfig& cfg, int64_t rot_dim, kernel
 }
 
 void RotaryEmbedding::apply(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, int64_t seq_len) const {
+  thread_local std::vector<float> cs;
+  if (cs.size() < size_t(rot_dim_)) cs.resize(size_t(rot_dim_));
+  angles(pos, seq_len, cs.data());
+  apply_angles(x, n_heads, head_dim, cs.data());
+}
+
+void RotaryEmbedding::apply_angles(float* x, int64_t n_heads, int64_t head_dim, const float* cs) const {
+  kernels::cpu::rope_with_angles(x, int(n_heads), int(head_dim), int(rot_dim_), cs, style_);
+}
+
+void RotaryEmbedding::angles(int64_t pos, int64_t seq_len, float* cs) const {
   if (scaling_.type == "dynamic" && seq_len > max_pos_) {
     // Dynamic NTK: grow the base once the sequence passes the trained length
     // (HF recomputes inv_freq from the current length the same way).
@@ -162,10 +173,10 @@ void RotaryEmbedding::apply(float* x, int64_t n_heads, int64_t head_dim, int64_t
       cached_for = this;
       cached_len = seq_len;
     }
-    kernels::cpu::rope(x, int(n_heads), int(head_dim), int(rot_dim_), pos, inv.data(), style_, 1.0f);
+    kernels::cpu::rope_angles(pos, inv.data(), int(rot_dim_), 1.0f, cs);
     return;
   }
-  kernels::cpu::rope(x, int(n_heads), int(head_dim), int(rot_dim_), pos, inv_freq_.data(), style_, mscale_);
+  kernels::cpu::rope_angles(pos, inv_freq_.data(), int(rot_dim_), mscale_, cs);
 }
 
 }  // namespace rinfer

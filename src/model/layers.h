@@ -93,6 +93,14 @@ class RotaryEmbedding {
   // Rotate n_heads heads (stride head_dim) of one token at `pos`; seq_len is
   // the sequence length seen so far (only "dynamic" scaling depends on it).
   void apply(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, int64_t seq_len) const;
+  // apply() in two steps, for vectors that share a position (a token's q
+  // and k in every layer): angles() writes the cos and sin of the angles at
+  // pos (rot_dim() floats, kernels::cpu::rope_angles), apply_angles()
+  // rotates with them, apply()'s values bit for bit. libm's cos and sin
+  // were most of a prompt's rope stage when every layer took them again.
+  void angles(int64_t pos, int64_t seq_len, float* cs) const;
+  void apply_angles(float* x, int64_t n_heads, int64_t head_dim, const float* cs) const;
+  int64_t rot_dim() const { return rot_dim_; }
   const std::vector<float>& inv_freq() const { return inv_freq_; }
 
  private:

@@ -80,16 +80,17 @@ void MlaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
   RINFER_ASSERT(pkv.head_dim == ROW && pkv.n_kv_heads == 1);
   const int64_t bs = cache.block_size();
   scope.emplace(profile::Stage::AttnPrep);
+  const float* angles = token_angles(ctx, *rope_);
   for (int64_t t = 0; t < T; ++t) {
     const BatchItem& item = ctx.batch[size_t(ctx.tok_item[t])];
     const int64_t pos = ctx.tok_pos[t];
-    const int64_t seq_len = item.start_pos + int64_t(item.tokens.size());
     float* row = kv + t * ROW;
     kv_a_norm_.forward(row, 1, row);  // normalizes the latent part only (first L values)
-    rope_->apply(row + L, 1, R, pos, seq_len);
+    const float* a = angles + t * rope_->rot_dim();
+    rope_->apply_angles(row + L, 1, R, a);
     for (int64_t hd = 0; hd < NH; ++hd) {
       float* qh = q + (t * NH + hd) * QK;
-      rope_->apply(qh + N, 1, R, pos, seq_len);
+      rope_->apply_angles(qh + N, 1, R, a);
       std::memcpy(qlat + (t * NH + hd) * ROW + L, qh + N, size_t(R) * sizeof(float));
     }
     const int64_t slot = int64_t(item.block_table[size_t(pos / bs)]) * bs + pos % bs;

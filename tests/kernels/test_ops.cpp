@@ -77,6 +77,13 @@ TEST(Rope, BothStylesPartialRotationAndMscale) {
                     << isa_name(isa) << " style=" << int(style) << " hd=" << s.head_dim << " rot=" << s.rot_dim
                     << " pos=" << pos << " d=" << d;
               }
+            // In two steps (the angles once, as a forward pass takes them for
+            // all its layers): rope's bits.
+            std::vector<float> cs(static_cast<size_t>(s.rot_dim), -1.0f), y2 = x;
+            rope_angles(pos, inv.data(), s.rot_dim, mscale, cs.data());
+            rope_with_angles(y2.data(), s.n_heads, s.head_dim, s.rot_dim, cs.data(), style);
+            ASSERT_EQ(std::memcmp(y2.data(), y.data(), y.size() * sizeof(float)), 0)
+                << isa_name(isa) << " style=" << int(style) << " rot=" << s.rot_dim << " pos=" << pos;
           }
         }
 }

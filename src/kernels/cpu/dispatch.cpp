@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/cpu_features.h"
 #include "core/dtype.h"
@@ -313,13 +315,30 @@ void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* y
   }
 }
 
+void rope_angles(int64_t pos, const float* inv_freq, int rot_dim, float mscale, float* cs) {
+  // The reference's expressions (reference::rope), for every level.
+  const int half = rot_dim / 2;
+  for (int i = 0; i < half; ++i) {
+    const float angle = float(pos) * inv_freq[i];
+    cs[i] = std::cos(angle) * mscale;
+    cs[half + i] = std::sin(angle) * mscale;
+  }
+}
+
+void rope_with_angles(float* x, int n_heads, int head_dim, int rot_dim, const float* cs, RopeStyle style) {
+  switch (active_isa()) {
+    case Isa::Avx512: return avx512::rope_with_angles(x, n_heads, head_dim, rot_dim, cs, style);
+    case Isa::Avx2: return avx2::rope_with_angles(x, n_heads, head_dim, rot_dim, cs, style);
+    default: return reference::rope_with_angles(x, n_heads, head_dim, rot_dim, cs, style);
+  }
+}
+
 void rope(float* x, int n_heads, int head_dim, int rot_dim, int64_t pos, const float* inv_freq,
           RopeStyle style, float mscale) {
-  switch (active_isa()) {
-    case Isa::Avx512: return avx512::rope(x, n_heads, head_dim, rot_dim, pos, inv_freq, style, mscale);
-    case Isa::Avx2: return avx2::rope(x, n_heads, head_dim, rot_dim, pos, inv_freq, style, mscale);
-    default: return reference::rope(x, n_heads, head_dim, rot_dim, pos, inv_freq, style, mscale);
-  }
+  thread_local std::vector<float> cs;
+  if (cs.size() < size_t(rot_dim)) cs.resize(size_t(rot_dim));
+  rope_angles(pos, inv_freq, rot_dim, mscale, cs.data());
+  rope_with_angles(x, n_heads, head_dim, rot_dim, cs.data(), style);
 }
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {

@@ -1181,16 +1181,14 @@ void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* y
   for (; i < n; ++i) y[i] = x[i] * invs * weight[i];
 }
 
-void rope(float* x, int n_heads, int head_dim, int rot_dim, int64_t pos, const float* inv_freq, RopeStyle style,
-          float mscale) {
+void rope_with_angles(float* x, int n_heads, int head_dim, int rot_dim, const float* cs, RopeStyle style) {
   constexpr int kChunk = 128;
   alignas(32) float cb[2 * kChunk], sb[2 * kChunk];
   const int half = rot_dim / 2;
   for (int i0 = 0; i0 < half; i0 += kChunk) {
     const int cnt = int(imin(kChunk, half - i0));
     for (int i = 0; i < cnt; ++i) {
-      float angle = float(pos) * inv_freq[i0 + i];
-      float c = cosf(angle) * mscale, s = sinf(angle) * mscale;
+      const float c = cs[i0 + i], s = cs[half + i0 + i];
       if (style == RopeStyle::RotateHalf) {
         cb[i] = c;
         sb[i] = s;

@@ -2491,17 +2491,15 @@ void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* y
   }
 }
 
-void rope(float* x, int n_heads, int head_dim, int rot_dim, int64_t pos, const float* inv_freq, RopeStyle style,
-          float mscale) {
-  // cos/sin once per frequency (libm, as the reference), then rotate all heads.
+void rope_with_angles(float* x, int n_heads, int head_dim, int rot_dim, const float* cs, RopeStyle style) {
+  // The angles' cos/sin (rope_angles) in the style's order, then every head.
   constexpr int kChunk = 128;  // pairs per pass
   alignas(64) float cb[2 * kChunk], sb[2 * kChunk];
   const int half = rot_dim / 2;
   for (int i0 = 0; i0 < half; i0 += kChunk) {
     const int cnt = int(imin(kChunk, half - i0));
     for (int i = 0; i < cnt; ++i) {
-      float angle = float(pos) * inv_freq[i0 + i];
-      float c = cosf(angle) * mscale, s = sinf(angle) * mscale;
+      const float c = cs[i0 + i], s = cs[half + i0 + i];
       if (style == RopeStyle::RotateHalf) {
         cb[i] = c;
         sb[i] = s;

@@ -101,6 +101,14 @@ enum class RopeStyle {
 // cos and sin are multiplied by mscale (1 except for YaRN).
 void rope(float* x, int n_heads, int head_dim, int rot_dim, int64_t pos, const float* inv_freq,
           RopeStyle style, float mscale);
+// rope() in two steps, for callers that rotate several vectors at one
+// position (a token's q and k in every layer: a forward pass takes each
+// token's angles once, RotaryEmbedding::angles). rope_angles gives the cos
+// and sin that rope applies at pos, i < rot_dim / 2 (libm, as rope):
+//   cs[i] = cos(pos * inv_freq[i]) * mscale, cs[rot_dim / 2 + i] = sin(...) * mscale;
+// rope_with_angles rotates with them: rope()'s values bit for bit.
+void rope_angles(int64_t pos, const float* inv_freq, int rot_dim, float mscale, float* cs);
+void rope_with_angles(float* x, int n_heads, int head_dim, int rot_dim, const float* cs, RopeStyle style);
 
 // out[i] = silu(gate[i]) * up[i]   (out may alias gate or up)
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
@@ -341,6 +349,7 @@ void matmul(const float* x, int64_t M, int64_t K, int64_t ldx, const void* w, DT
 void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* y);
 void rope(float* x, int n_heads, int head_dim, int rot_dim, int64_t pos, const float* inv_freq,
           RopeStyle style, float mscale);
+void rope_with_angles(float* x, int n_heads, int head_dim, int rot_dim, const float* cs, RopeStyle style);
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 void add_inplace(float* y, const float* x, int64_t n);
 void softmax(float* x, int64_t n);

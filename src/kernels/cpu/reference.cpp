@@ -55,6 +55,21 @@ void rope(float* x, int n_heads, int head_dim, int rot_dim, int64_t pos, const f
   }
 }
 
+void rope_with_angles(float* x, int n_heads, int head_dim, int rot_dim, const float* cs, RopeStyle style) {
+  const int half = rot_dim / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + int64_t(h) * head_dim;
+    for (int i = 0; i < half; ++i) {
+      const float c = cs[i], s = cs[half + i];
+      int a = style == RopeStyle::RotateHalf ? i : 2 * i;
+      int b = style == RopeStyle::RotateHalf ? i + half : 2 * i + 1;
+      float x0 = v[a], x1 = v[b];
+      v[a] = x0 * c - x1 * s;
+      v[b] = x0 * s + x1 * c;
+    }
+  }
+}
+
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     float g = gate[i];
