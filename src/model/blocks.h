@@ -12,7 +12,6 @@
 
 namespace rinfer {
 
-// Everything a block needs to know about the tokens of one forward call.
 class RotaryEmbedding;
 
 // Each token's rotary angles (RotaryEmbedding::angles) in one forward pass:
@@ -23,6 +22,7 @@ struct TokenAngles {
   float* cs = nullptr;                     // [n_tokens][owner->rot_dim()]
 };
 
+// Everything a block needs to know about the tokens of one forward call.
 struct ForwardContext {
   std::span<const BatchItem> batch;
   const int64_t* tok_pos = nullptr;   // position of each token
