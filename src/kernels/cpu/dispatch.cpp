@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -315,14 +314,9 @@ void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* y
   }
 }
 
+// The reference's angles at every level (libm, no SIMD to vary them).
 void rope_angles(int64_t pos, const float* inv_freq, int rot_dim, float mscale, float* cs) {
-  // The reference's expressions (reference::rope), for every level.
-  const int half = rot_dim / 2;
-  for (int i = 0; i < half; ++i) {
-    const float angle = float(pos) * inv_freq[i];
-    cs[i] = std::cos(angle) * mscale;
-    cs[half + i] = std::sin(angle) * mscale;
-  }
+  reference::rope_angles(pos, inv_freq, rot_dim, mscale, cs);
 }
 
 void rope_with_angles(float* x, int n_heads, int head_dim, int rot_dim, const float* cs, RopeStyle style) {

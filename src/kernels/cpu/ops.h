@@ -349,6 +349,7 @@ void matmul(const float* x, int64_t M, int64_t K, int64_t ldx, const void* w, DT
 void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* y);
 void rope(float* x, int n_heads, int head_dim, int rot_dim, int64_t pos, const float* inv_freq,
           RopeStyle style, float mscale);
+void rope_angles(int64_t pos, const float* inv_freq, int rot_dim, float mscale, float* cs);
 void rope_with_angles(float* x, int n_heads, int head_dim, int rot_dim, const float* cs, RopeStyle style);
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 void add_inplace(float* y, const float* x, int64_t n);

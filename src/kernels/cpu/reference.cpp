@@ -38,21 +38,20 @@ void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* y
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * inv * weight[i];
 }
 
+void rope_angles(int64_t pos, const float* inv_freq, int rot_dim, float mscale, float* cs) {
+  const int half = rot_dim / 2;
+  for (int i = 0; i < half; ++i) {
+    float angle = float(pos) * inv_freq[i];
+    cs[i] = std::cos(angle) * mscale;
+    cs[half + i] = std::sin(angle) * mscale;
+  }
+}
+
 void rope(float* x, int n_heads, int head_dim, int rot_dim, int64_t pos, const float* inv_freq,
           RopeStyle style, float mscale) {
-  const int half = rot_dim / 2;
-  for (int h = 0; h < n_heads; ++h) {
-    float* v = x + int64_t(h) * head_dim;
-    for (int i = 0; i < half; ++i) {
-      float angle = float(pos) * inv_freq[i];
-      float c = std::cos(angle) * mscale, s = std::sin(angle) * mscale;
-      int a = style == RopeStyle::RotateHalf ? i : 2 * i;
-      int b = style == RopeStyle::RotateHalf ? i + half : 2 * i + 1;
-      float x0 = v[a], x1 = v[b];
-      v[a] = x0 * c - x1 * s;
-      v[b] = x0 * s + x1 * c;
-    }
-  }
+  std::vector<float> cs(static_cast<size_t>(rot_dim));
+  reference::rope_angles(pos, inv_freq, rot_dim, mscale, cs.data());
+  reference::rope_with_angles(x, n_heads, head_dim, rot_dim, cs.data(), style);
 }
 
 void rope_with_angles(float* x, int n_heads, int head_dim, int rot_dim, const float* cs, RopeStyle style) {
