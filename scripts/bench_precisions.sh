@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The precision table of docs/performance.md: TinyLlama-1.1B and Qwen2.5-0.5B
 # shapes (random weights), bf16 / int8 / int4, 1 and 2 threads, prompt 512,
-# 64 generated tokens; bench measures the read bandwidth after each sample and
+# 64 generated tokens; bench measures the read bandwidth between the decode steps and
 # the prefill instruction's peak itself. One JSON per row in OUT. Also int4
 # with an int8 lm_head (convert --lm-head int8: int4h8). --profile puts each
 # row's per-stage times (qkv, attention, gate-up, ...) in its JSON.

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -137,6 +138,7 @@ Runner add_bench(CLI::App& app) {
     int64_t prompt_len = 128, gen_len = 128;
     int samples = 5, warmup = 1;
     double mem_bw = 0;
+    std::string bw_probe = "steps";
     bool roofline = true, profile = false;
     RuntimeOptions rt;
   };
@@ -148,10 +150,15 @@ Runner add_bench(CLI::App& app) {
   cmd->add_option("--samples", o->samples, "Measured runs")->check(integer_in(1, INT32_MAX));
   cmd->add_option("--warmup", o->warmup, "Unmeasured runs first")->check(integer_in(0, INT32_MAX));
   cmd->add_option("--mem-bw", o->mem_bw,
-                  "Memory read bandwidth in GB/s for the decode ratio (default: probed after each sample)")
+                  "Memory read bandwidth in GB/s for the decode ratio (default: probed, see --bw-probe)")
       ->check(number_in(0, INFINITY, /*min_exclusive=*/true));
   cmd->add_flag("--roofline,!--no-roofline", o->roofline,
-                "Probe read bandwidth (512 MiB, after each sample) and the prefill instruction's peak (default on)");
+                "Probe the read bandwidth (--bw-probe) and the prefill instruction's peak (default on)");
+  cmd->add_option("--bw-probe", o->bw_probe,
+                  "When to probe the read bandwidth for the decode ratio: between the decode 'steps' (default: "
+                  "64 MiB after each step, its time taken out of the decode time; the probe's rate over the "
+                  "sample) or 'after' each sample (best of 3 reads of 512 MiB)")
+      ->check(CLI::IsMember({"after", "steps"}));
   cmd->add_flag("--profile", o->profile,
                 "Time each stage of the forward pass (qkv, attention, gate-up, lm-head, ...) during the samples and "
                 "print where a prefill and a decode step spend their time, with each stage's read rate");
@@ -204,27 +211,50 @@ Runner add_bench(CLI::App& app) {
     Series ttft, prefill_tps, prefill_s, decode_tps, rss, probe_bw, bw_ratio;
     const uint64_t wbytes = s->lm.model->weight_bytes_per_token();
     const bool measure_bw = o->roofline && o->mem_bw == 0;
+    const bool probe_steps = measure_bw && o->bw_probe == "steps";
     profile::set_enabled(o->profile);
     PrefetchAB ab(o->ab_specs);
+    // --bw-probe steps: a 64 MiB read after every decode step (4 slices in
+    // turn, so a slice has left the caches by its next turn); its time is
+    // taken out of the decode time, and the probe's rate over the sample is
+    // the bandwidth the sample is divided by.
+    std::unique_ptr<kernels::cpu::ReadProbe> step_probe;
+    if (probe_steps) step_probe = std::make_unique<kernels::cpu::ReadProbe>(*s->pool, size_t(64) << 20, 4);
+    double probe_s = 0, probe_bytes = 0;  // this sample's
+    int64_t n_tokens = 0;
     std::function<void(int32_t)> on_token;
-    if (ab.on()) on_token = [&ab](int32_t) { ab.on_token(); };
+    if (ab.on() || probe_steps)
+      on_token = [&](int32_t) {
+        if (ab.on()) ab.on_token();
+        if (step_probe && n_tokens++ > 0) {  // the first token comes from the prompt, not a decode step
+          probe_s += step_probe->read_slice();
+          probe_bytes += double(step_probe->slice_bytes());
+          if (ab.on()) ab.last = std::chrono::steady_clock::now();  // the probe is not part of the next step
+        }
+      };
     for (int i = 0; i < o->samples; ++i) {
       reset_peak_rss();
       ab.start_sample();
+      probe_s = probe_bytes = 0, n_tokens = 0;
       auto r = gen.generate(prompt, go, on_token);
       ttft.v.push_back(r.ttft_s * 1e3);
       prefill_tps.v.push_back(double(prompt.size()) / r.prefill_s);
       prefill_s.v.push_back(r.prefill_s);
-      decode_tps.v.push_back(r.n_decode_steps > 0 ? double(r.n_decode_steps) / r.decode_s : 0);
-      rss.v.push_back(double(peak_rss_bytes()));
+      decode_tps.v.push_back(r.n_decode_steps > 0 ? double(r.n_decode_steps) / (r.decode_s - probe_s) : 0);
+      // The step probe's buffer is resident for the whole sample; it is the
+      // bench's, not the model's.
+      rss.v.push_back(double(peak_rss_bytes()) - double(step_probe ? step_probe->resident_bytes() : 0));
       // The machine's bandwidth drifts over seconds (shared hosts): probe it
       // right after each sample (its buffer is freed before the next one, so
-      // it never shows in the RSS) and divide sample by sample.
+      // it never shows in the RSS) or between its steps, and divide sample
+      // by sample.
       if (measure_bw && r.n_decode_steps > 0) {
-        probe_bw.v.push_back(kernels::cpu::measure_read_bandwidth_gbs(*s->pool));
+        probe_bw.v.push_back(probe_steps ? probe_bytes / probe_s / 1e9
+                                         : kernels::cpu::measure_read_bandwidth_gbs(*s->pool));
         bw_ratio.v.push_back(double(wbytes) * decode_tps.v.back() / 1e9 / probe_bw.v.back());
       }
     }
+    step_probe.reset();
     if (ab.on()) kernels::cpu::force_decode_prefetch(nullptr);
     const profile::PhaseTotals prof[2] = {profile::totals(profile::Phase::Prefill),
                                           profile::totals(profile::Phase::Decode)};
@@ -326,6 +356,7 @@ Runner add_bench(CLI::App& app) {
     } else if (!probe_bw.v.empty()) {
       mem_bw = probe_bw.mean(), bw_frac = bw_ratio.mean();
       j["mem_bw_source"] = "measured";
+      j["bw_probe"] = o->bw_probe;
       j["mem_bw_gb_s_std"] = probe_bw.std();
       j["decode_bandwidth_ratio_std"] = bw_ratio.std();
     }
@@ -354,7 +385,9 @@ Runner add_bench(CLI::App& app) {
     std::printf("  weights/token   %10.1f MB -> %.1f GB/s while decoding", double(wbytes) / 1e6, bw);
     if (mem_bw > 0)
       std::printf(" = %.2f of %.1f GB/s (%s)", bw_frac, mem_bw,
-                  o->mem_bw > 0 ? "--mem-bw" : "read, measured after each sample");
+                  o->mem_bw > 0      ? "--mem-bw"
+                  : probe_steps      ? "read between the decode steps"
+                                     : "read, measured after each sample");
     std::printf("\n");
     if (ab.on()) {
       std::printf("  decode prefetch A/B, steps in turn (median ms per step, tokens/s, weight GB/s, vs the first):\n");

@@ -115,8 +115,13 @@ TEST(CliBench, WritesJsonWithAllMetrics) {
   const double per_token = L * (2 * H * heads * hd + 2 * H * kvh * hd + 3 * H * I);
   EXPECT_DOUBLE_EQ(j.at("prefill_matmul_gflop").get<double>(), 2 * (8 * per_token + V * H) / 1e9);
   EXPECT_GT(j.at("prefill_matmul_gflop_s").get<double>(), 0);
-  // The roofline is measured in the run unless --mem-bw gives the bandwidth.
+  // The roofline is measured in the run unless --mem-bw gives the bandwidth:
+  // by default a read between the decode steps (--bw-probe steps), whose
+  // 256 MiB buffer is not counted in the peak RSS.
   EXPECT_EQ(j.value("mem_bw_source", ""), "measured");
+  EXPECT_EQ(j.value("bw_probe", ""), "steps");
+  EXPECT_NE(r.out.find("GB/s (read between the decode steps)"), std::string::npos) << r.out;
+  EXPECT_LT(j.at("peak_rss_bytes").get<double>(), 256.0 * (1 << 20));
   EXPECT_GT(j.at("mem_bw_gb_s").get<double>(), 0);
   EXPECT_GT(j.at("decode_bandwidth_ratio").get<double>(), 0);
   EXPECT_EQ(j.value("peak_kind", ""), "f32-fma");  // f32 weights: the FMA GEMM
@@ -131,6 +136,14 @@ TEST(CliBench, WritesJsonWithAllMetrics) {
   EXPECT_EQ(g.at("mem_bw_gb_s").get<double>(), 12.5);
   EXPECT_FALSE(g.contains("peak_gops"));
   EXPECT_NE(r.out.find("of 12.5 GB/s (--mem-bw)"), std::string::npos) << r.out;
+  // --bw-probe after: a 512 MiB read after each sample.
+  r = run_rinfer("bench --model " + quote(t.string()) + " --prompt-len 8 --gen-len 4 --samples 1 --threads 1 " +
+                 "--bw-probe after --json " + quote(b.string()));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json a = read_json(b);
+  EXPECT_EQ(a.value("bw_probe", ""), "after");
+  EXPECT_GT(a.at("mem_bw_gb_s").get<double>(), 0);
+  EXPECT_NE(r.out.find("GB/s (read, measured after each sample)"), std::string::npos) << r.out;
 }
 
 TEST(CliBench, RejectsBadRequests) {
@@ -140,6 +153,7 @@ TEST(CliBench, RejectsBadRequests) {
   expect_fails("bench" + m + " --prompt-len 0", "--prompt-len");
   expect_fails("bench" + m + " --samples -1", "--samples");
   expect_fails("bench" + m + " --gen-len x", "--gen-len");
+  expect_fails("bench" + m + " --bw-probe sometimes", "--bw-probe");
   // Prompt plus generation beyond the model's positions.
   const int64_t ctx = read_json(t / "config.json").value("max_position_embeddings", 0);
   expect_fails("bench" + m + " --threads 1 --prompt-len " + std::to_string(ctx) + " --gen-len 1", "context");

@@ -96,31 +96,44 @@ double measure_peak_gops(PeakKind k, ThreadPool& pool) {
   return best;
 }
 
-double measure_read_bandwidth_gbs(ThreadPool& pool, size_t bytes, int reps) {
+ReadProbe::ReadProbe(ThreadPool& pool, size_t slice_bytes, int n_slices) : pool_(pool) {
   const int n = pool.size();
-  const size_t chunk = bytes / size_t(n) / 256 * 256;
-  RINFER_CHECK(chunk > 0, "read bandwidth probe: buffer too small");
+  chunk_ = slice_bytes / size_t(n) / 256 * 256;
+  RINFER_CHECK(chunk_ > 0 && n_slices > 0, "read bandwidth probe: buffer too small");
+  n_slices_ = n_slices;
   constexpr size_t kHuge = size_t(2) << 20;
-  const size_t total = (chunk * size_t(n) + kHuge - 1) / kHuge * kHuge;
-  auto* buf = static_cast<uint8_t*>(std::aligned_alloc(kHuge, total));
-  RINFER_CHECK(buf != nullptr, "read bandwidth probe: cannot allocate ", total, " bytes");
-  madvise(buf, total, MADV_HUGEPAGE);  // as core/buffer.cpp does for weights
-  std::memset(buf, 1, chunk * size_t(n));  // fault the pages in
+  bytes_ = (chunk_ * size_t(n) * size_t(n_slices) + kHuge - 1) / kHuge * kHuge;
+  buf_ = static_cast<uint8_t*>(std::aligned_alloc(kHuge, bytes_));
+  RINFER_CHECK(buf_ != nullptr, "read bandwidth probe: cannot allocate ", bytes_, " bytes");
+  madvise(buf_, bytes_, MADV_HUGEPAGE);  // as core/buffer.cpp does for weights
+  std::memset(buf_, 1, bytes_);          // fault the pages in: all of it is resident from here on
+}
+
+ReadProbe::~ReadProbe() { std::free(buf_); }
+
+double ReadProbe::read_slice() {
+  const int n = pool_.size();
+  const uint8_t* slice = buf_ + size_t(next_) * chunk_ * size_t(n);
+  next_ = (next_ + 1) % n_slices_;
   const Isa isa = active_isa();
+  const auto t0 = std::chrono::steady_clock::now();
+  pool_.run(n, [&](int64_t task, int) {
+    const uint8_t* p = slice + size_t(task) * chunk_;
+    const uint64_t r = isa == Isa::Avx512 ? avx512::read_stream(p, chunk_)
+                       : isa == Isa::Avx2 ? avx2::read_stream(p, chunk_)
+                                          : read_stream_scalar(p, chunk_);
+    g_sink_u = g_sink_u ^ r;
+  });
+  return seconds_since(t0);
+}
+
+double measure_read_bandwidth_gbs(ThreadPool& pool, size_t bytes, int reps) {
+  ReadProbe probe(pool, bytes, 1);
   double best = 0;
   for (int rep = 0; rep <= reps; ++rep) {  // rep 0 warms up
-    const auto t0 = std::chrono::steady_clock::now();
-    pool.run(n, [&](int64_t task, int) {
-      const uint8_t* p = buf + size_t(task) * chunk;
-      const uint64_t r = isa == Isa::Avx512 ? avx512::read_stream(p, chunk)
-                         : isa == Isa::Avx2 ? avx2::read_stream(p, chunk)
-                                            : read_stream_scalar(p, chunk);
-      g_sink_u = g_sink_u ^ r;
-    });
-    const double dt = seconds_since(t0);
-    if (rep > 0) best = std::max(best, double(chunk) * n / dt / 1e9);
+    const double dt = probe.read_slice();
+    if (rep > 0) best = std::max(best, double(probe.slice_bytes()) / dt / 1e9);
   }
-  std::free(buf);
   return best;
 }
 

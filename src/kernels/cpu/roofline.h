@@ -5,6 +5,7 @@
 // it achieved by these (same run, same threads), so a ratio does not depend
 // on a figure taken on another day on a noisy shared machine.
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 #include "core/thread_pool.h"
@@ -33,5 +34,30 @@ double measure_peak_gops(PeakKind k, ThreadPool& pool);
 // like the weights); best of `reps` passes after one warm-up pass. The buffer
 // is freed before returning.
 double measure_read_bandwidth_gbs(ThreadPool& pool, size_t bytes = size_t(512) << 20, int reps = 3);
+
+// A read probe to interleave with the work it is compared with (bench's
+// decode steps): on a shared host the bandwidth changes from one second to
+// the next, and a probe taken between the steps sees the same phases as the
+// steps. `n_slices` slices of `slice_bytes` each (huge pages where the kernel
+// allows), all faulted in by the constructor, so resident_bytes() stays
+// resident until destruction; read_slice() streams the next slice, round
+// robin, on every thread of the pool and returns the seconds it took. With
+// enough slices a slice is out of the caches when its turn comes again.
+class ReadProbe {
+ public:
+  ReadProbe(ThreadPool& pool, size_t slice_bytes, int n_slices);
+  ~ReadProbe();
+  ReadProbe(const ReadProbe&) = delete;
+  ReadProbe& operator=(const ReadProbe&) = delete;
+  double read_slice();
+  size_t slice_bytes() const { return chunk_ * size_t(pool_.size()); }
+  size_t resident_bytes() const { return bytes_; }
+
+ private:
+  ThreadPool& pool_;
+  uint8_t* buf_ = nullptr;
+  size_t chunk_ = 0, bytes_ = 0;  // chunk_: one thread's share of a slice
+  int n_slices_ = 0, next_ = 0;
+};
 
 }  // namespace rinfer::kernels::cpu
