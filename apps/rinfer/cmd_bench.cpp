@@ -192,10 +192,13 @@ Runner add_bench(CLI::App& app) {
     go.sampling.temperature = 0;  // greedy, no EOS stop: every sample decodes gen_len tokens
     for (int i = 0; i < o->warmup; ++i) gen.generate(prompt, go);
     // The kernel path of the prompt's matmuls (it depends on the quant type,
-    // M and the CPU, not the shape) and the peak of its instruction: a
-    // property of the machine, so the best of a probe before the samples and
-    // one after them, so that one probe whose window a shared host took a
-    // thread from (a 2-thread probe that read the 1-thread peak) cannot set it.
+    // M and the CPU, not the shape) and the peak of its instruction. A shared
+    // host gives a vCPU more or less of its core from one second to the
+    // next, so each sample's prefill is divided by the best of a probe just
+    // before it and one just after it (at its first token, the probe's time
+    // taken out of the decode time): the best of two, so that one probe
+    // whose window the host took a thread from (a 2-thread probe that read
+    // the 1-thread peak) cannot set it. The run's best probe is reported too.
     kernels::cpu::QuantizedWeight qw;
     if (s->lm.quant) {
       qw.type = *s->lm.quant;
@@ -207,8 +210,9 @@ Runner add_bench(CLI::App& app) {
                                                  : kernels::cpu::matmul_path(o->prompt_len, s->lm.dtype);
     kernels::cpu::PeakKind peak_kind{};
     const bool measure_peak = o->roofline && kernels::cpu::peak_kind_of_path(prefill_path, peak_kind);
-    double peak = measure_peak ? kernels::cpu::measure_peak_gops(peak_kind, *s->pool) : 0;
-    Series ttft, prefill_tps, prefill_s, decode_tps, rss, probe_bw, bw_ratio;
+    auto probe_peak = [&] { return kernels::cpu::measure_peak_gops(peak_kind, *s->pool); };
+    double peak_best = 0, peak_after = 0;
+    Series ttft, prefill_tps, prefill_s, decode_tps, rss, probe_bw, bw_ratio, sample_peak;
     const uint64_t wbytes = s->lm.model->weight_bytes_per_token();
     const bool measure_bw = o->roofline && o->mem_bw == 0;
     const bool probe_steps = measure_bw && o->bw_probe == "steps";
@@ -220,23 +224,32 @@ Runner add_bench(CLI::App& app) {
     // the bandwidth the sample is divided by.
     std::unique_ptr<kernels::cpu::ReadProbe> step_probe;
     if (probe_steps) step_probe = std::make_unique<kernels::cpu::ReadProbe>(*s->pool, size_t(64) << 20, 4);
-    double probe_s = 0, probe_bytes = 0;  // this sample's
+    double probe_s = 0, bw_probe_s = 0, probe_bytes = 0;  // this sample's: all probes, the read probe
     int64_t n_tokens = 0;
     std::function<void(int32_t)> on_token;
-    if (ab.on() || probe_steps)
+    if (ab.on() || probe_steps || measure_peak)
       on_token = [&](int32_t) {
         if (ab.on()) ab.on_token();
-        if (step_probe && n_tokens++ > 0) {  // the first token comes from the prompt, not a decode step
-          probe_s += step_probe->read_slice();
+        const auto t0 = std::chrono::steady_clock::now();
+        if (n_tokens++ == 0) {  // the first token: the prompt's forward pass has just ended
+          if (measure_peak) peak_after = probe_peak();
+        } else if (step_probe) {  // a decode step has just ended
+          bw_probe_s += step_probe->read_slice();
           probe_bytes += double(step_probe->slice_bytes());
-          if (ab.on()) ab.last = std::chrono::steady_clock::now();  // the probe is not part of the next step
         }
+        probe_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (ab.on()) ab.last = std::chrono::steady_clock::now();  // a probe is not part of the next step
       };
     for (int i = 0; i < o->samples; ++i) {
+      const double peak_before = measure_peak ? probe_peak() : 0;
       reset_peak_rss();
       ab.start_sample();
-      probe_s = probe_bytes = 0, n_tokens = 0;
+      probe_s = bw_probe_s = probe_bytes = 0, n_tokens = 0;
       auto r = gen.generate(prompt, go, on_token);
+      if (measure_peak) {
+        sample_peak.v.push_back(std::max(peak_before, peak_after));
+        peak_best = std::max(peak_best, sample_peak.v.back());
+      }
       ttft.v.push_back(r.ttft_s * 1e3);
       prefill_tps.v.push_back(double(prompt.size()) / r.prefill_s);
       prefill_s.v.push_back(r.prefill_s);
@@ -249,7 +262,7 @@ Runner add_bench(CLI::App& app) {
       // it never shows in the RSS) or between its steps, and divide sample
       // by sample.
       if (measure_bw && r.n_decode_steps > 0) {
-        probe_bw.v.push_back(probe_steps ? probe_bytes / probe_s / 1e9
+        probe_bw.v.push_back(probe_steps ? probe_bytes / bw_probe_s / 1e9
                                          : kernels::cpu::measure_read_bandwidth_gbs(*s->pool));
         bw_ratio.v.push_back(double(wbytes) * decode_tps.v.back() / 1e9 / probe_bw.v.back());
       }
@@ -339,16 +352,28 @@ Runner add_bench(CLI::App& app) {
     j["prefill_matmul_gflop_s"] = prefill_gflops;
     // The compute roofline's second probe, now (after the samples, so that
     // its time does not show in them), on the same threads.
+    // Against each sample's own peak (see above); the mean of the samples'
+    // peaks is the figure shown with the ratio.
     std::string peak_name;
-    if (measure_peak) {
-      peak = std::max(peak, kernels::cpu::measure_peak_gops(peak_kind, *s->pool));
+    double peak = 0, peak_ratio = 0;
+    if (measure_peak && peak_best > 0) {
       peak_name = kernels::cpu::peak_kind_name(peak_kind);
-    }
-    if (peak > 0) {
+      Series ratio;
+      for (size_t i = 0; i < sample_peak.v.size(); ++i) ratio.v.push_back(prefill_gflop / prefill_s.v[i] / sample_peak.v[i]);
+      peak = sample_peak.mean(), peak_ratio = ratio.mean();
       j["peak_kind"] = peak_name;
       j["peak_gops"] = peak;
-      j["prefill_peak_ratio"] = prefill_gflops / peak;
+      j["peak_gops_std"] = sample_peak.std();
+      j["peak_gops_best"] = peak_best;
+      j["prefill_peak_ratio"] = peak_ratio;
+      j["prefill_peak_ratio_std"] = ratio.std();
+      j["prefill_peak_ratio_vs_best"] = prefill_gflops / peak_best;
+      j["sample_peak_gops"] = sample_peak.v;
     }
+    // Per sample, so that the ratios can be recomputed from the JSON.
+    j["sample_prefill_s"] = prefill_s.v;
+    j["sample_decode_tokens_per_s"] = decode_tps.v;
+    if (!probe_bw.v.empty()) j["sample_mem_bw_gb_s"] = probe_bw.v;
     double mem_bw = 0, bw_frac = 0;
     if (o->mem_bw > 0) {
       mem_bw = o->mem_bw, bw_frac = bw / mem_bw;
@@ -373,8 +398,9 @@ Runner add_bench(CLI::App& app) {
     std::printf("  prefill         %10.1f ± %.1f tokens/s\n", prefill_tps.mean(), prefill_tps.std());
     std::printf("  prefill matmuls %10.1f GFLOP/s (%.1f GFLOP per prompt)", prefill_gflops, prefill_gflop);
     if (peak > 0)
-      std::printf(" = %.2f of %.0f %s %s peak", prefill_gflops / peak, peak,
-                  peak_name == "int8-dot" ? "GOP/s" : "GFLOP/s", peak_name.c_str());
+      std::printf(" = %.2f of %.0f %s %s peak (probed next to each prefill; %.2f of the run's best, %.0f)", peak_ratio,
+                  peak, peak_name == "int8-dot" ? "GOP/s" : "GFLOP/s", peak_name.c_str(), prefill_gflops / peak_best,
+                  peak_best);
     std::printf("\n");
     std::printf("  decode          %10.2f ± %.2f tokens/s (TPOT %.1f ms)\n", decode_tps.mean(), decode_tps.std(),
                 decode_tps.mean() > 0 ? 1e3 / decode_tps.mean() : 0.0);

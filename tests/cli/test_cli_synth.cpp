@@ -125,9 +125,30 @@ TEST(CliBench, WritesJsonWithAllMetrics) {
   EXPECT_GT(j.at("mem_bw_gb_s").get<double>(), 0);
   EXPECT_GT(j.at("decode_bandwidth_ratio").get<double>(), 0);
   EXPECT_EQ(j.value("peak_kind", ""), "f32-fma");  // f32 weights: the FMA GEMM
+  // Each sample against its own peak probes (before and after its prefill),
+  // and the mean prefill rate against the run's best probe.
+  const auto peaks = j.at("sample_peak_gops").get<std::vector<double>>();
+  const auto prefill_s = j.at("sample_prefill_s").get<std::vector<double>>();
+  ASSERT_EQ(peaks.size(), 2u);
+  ASSERT_EQ(prefill_s.size(), 2u);
+  double ratio = 0;
+  for (size_t i = 0; i < 2; ++i) ratio += j.at("prefill_matmul_gflop").get<double>() / prefill_s[i] / peaks[i] / 2;
+  EXPECT_NEAR(j.at("prefill_peak_ratio").get<double>(), ratio, 1e-12 * ratio);
+  EXPECT_NEAR(j.at("peak_gops").get<double>(), (peaks[0] + peaks[1]) / 2, 1e-9);
+  EXPECT_EQ(j.at("peak_gops_best").get<double>(), std::max(peaks[0], peaks[1]));
   EXPECT_GT(j.at("peak_gops").get<double>(), 0);
-  EXPECT_DOUBLE_EQ(j.at("prefill_peak_ratio").get<double>(),
-                   j.at("prefill_matmul_gflop_s").get<double>() / j.at("peak_gops").get<double>());
+  EXPECT_DOUBLE_EQ(j.at("prefill_peak_ratio_vs_best").get<double>(),
+                   j.at("prefill_matmul_gflop_s").get<double>() / j.at("peak_gops_best").get<double>());
+  // The decode ratio likewise, sample by sample against its read probe.
+  {
+    const auto bws = j.at("sample_mem_bw_gb_s").get<std::vector<double>>();
+    const auto tps = j.at("sample_decode_tokens_per_s").get<std::vector<double>>();
+    ASSERT_EQ(bws.size(), 2u);
+    ASSERT_EQ(tps.size(), 2u);
+    const double wb = j.at("weight_bytes_per_token").get<double>();
+    const double dr = (wb * tps[0] / 1e9 / bws[0] + wb * tps[1] / 1e9 / bws[1]) / 2;
+    EXPECT_NEAR(j.at("decode_bandwidth_ratio").get<double>(), dr, 1e-12 * dr);
+  }
   r = run_rinfer("bench --model " + quote(t.string()) + " --prompt-len 8 --gen-len 4 --samples 1 --threads 1 " +
                  "--mem-bw 12.5 --no-roofline --json " + quote(b.string()));
   ASSERT_EQ(r.code, 0) << r.err;
