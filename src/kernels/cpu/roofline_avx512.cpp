@@ -64,15 +64,18 @@ double peak_loop(int kind, int64_t iters) {
 // Multiply-adds one peak_loop iteration performs.
 int64_t peak_loop_macs(int kind) { return kChains * (kind == 0 ? 16 : kind == 1 ? 32 : 64); }
 
-// Streams [p, p + bytes) (64-byte aligned, bytes a multiple of 256) once.
+// Streams [p, p + bytes) (64-byte aligned, bytes a multiple of 256) once, as
+// four concurrent streams (its quarters, one line of each per iteration):
+// a core reads more with several streams in flight than with one (roofline.h).
 uint64_t read_stream(const void* p, size_t bytes) {
   const auto* v = static_cast<const __m512i*>(p);
+  const size_t q = bytes / 256;  // lines per quarter
   __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0;
-  for (size_t i = 0; i < bytes / 64; i += 4) {
+  for (size_t i = 0; i < q; ++i) {
     s0 = _mm512_xor_si512(s0, _mm512_load_si512(v + i));
-    s1 = _mm512_xor_si512(s1, _mm512_load_si512(v + i + 1));
-    s2 = _mm512_xor_si512(s2, _mm512_load_si512(v + i + 2));
-    s3 = _mm512_xor_si512(s3, _mm512_load_si512(v + i + 3));
+    s1 = _mm512_xor_si512(s1, _mm512_load_si512(v + q + i));
+    s2 = _mm512_xor_si512(s2, _mm512_load_si512(v + 2 * q + i));
+    s3 = _mm512_xor_si512(s3, _mm512_load_si512(v + 3 * q + i));
   }
   const __m512i s = _mm512_xor_si512(_mm512_xor_si512(s0, s1), _mm512_xor_si512(s2, s3));
   alignas(64) uint64_t t[8];
