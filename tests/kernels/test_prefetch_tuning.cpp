@@ -31,6 +31,8 @@ TEST(DecodePrefetch, ProfilesDifferWhereMeasured) {
   const DecodePrefetch& z = decode_prefetch_for(cpu("AuthenticAMD", 0x1A), nullptr);
   EXPECT_GT(d.bf16_t2, 0);
   EXPECT_EQ(z.bf16_t2, 0);
+  EXPECT_EQ(d.bf16_nta, 0);
+  EXPECT_GT(z.bf16_nta, 0);
   EXPECT_GT(d.q8_l2, 0);
   EXPECT_EQ(z.q8_l2, 0);
   EXPECT_FALSE(d.q8_one_thread);
@@ -55,7 +57,7 @@ TEST(DecodePrefetch, EnvironmentOverridesAndRejectsUnknownNames) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
               "RINFER_DECODE_PREFETCH=\"zen6\": expected default or zen5, optionally with "
-              ":field=value,... (fields bf16_t2, q8_t2, q8_l2, q8_one_thread, q4_nta, q4_l2, bf16_streams, "
+              ":field=value,... (fields bf16_t2, bf16_nta, q8_t2, q8_l2, q8_one_thread, q4_nta, q4_l2, bf16_streams, "
               "q8_streams, q4_streams)");
   }
   EXPECT_THROW(force_decode_prefetch("fast"), Error);
@@ -76,15 +78,17 @@ TEST(DecodePrefetch, SpecChangesFieldsOfItsBase) {
   EXPECT_EQ(s.q4_nta, 4096);
   EXPECT_FALSE(s.q8_one_thread);
   EXPECT_EQ(s.bf16_t2, z.bf16_t2);
+  EXPECT_EQ(s.bf16_nta, z.bf16_nta);
   EXPECT_EQ(s.q8_t2, z.q8_t2);
   EXPECT_EQ(s.q8_l2, z.q8_l2);
   EXPECT_EQ(s.q4_l2, z.q4_l2);
   EXPECT_EQ(s.bf16_streams, z.bf16_streams);
   EXPECT_EQ(s.q8_streams, z.q8_streams);
   EXPECT_EQ(&parse_decode_prefetch("zen5:q4_streams=1,q4_nta=4096,q8_one_thread=0"), &s);
-  const DecodePrefetch& d = parse_decode_prefetch("default:bf16_streams=2,bf16_t2=0");
+  const DecodePrefetch& d = parse_decode_prefetch("default:bf16_streams=2,bf16_t2=0,bf16_nta=2048");
   EXPECT_EQ(d.bf16_streams, 2);
   EXPECT_EQ(d.bf16_t2, 0);
+  EXPECT_EQ(d.bf16_nta, 2048);
   EXPECT_EQ(d.q4_nta, parse_decode_prefetch("default").q4_nta);
   force_decode_prefetch("zen5:q8_streams=2");
   EXPECT_EQ(decode_prefetch().q8_streams, 2);

@@ -318,9 +318,10 @@ constexpr int kSparsePrefetchLines = 4;
 // MG x rows against NB blocks side by side (wb[0 .. NB): NB streams of
 // weight lines, OwnedRanges::work_pairs says why; NB = 2 only with MG = 1).
 // pf: DecodePrefetch::bf16_t2 (on Zen 4 kSparsePrefetch = 12288, the distance
-// measured above), 0: no prefetch.
+// measured above), 0: no prefetch; nta: DecodePrefetch::bf16_nta, a
+// prefetchnta that far ahead on every line (Zen 5), 0: none.
 template <int MG, int NB>
-void gemv_blk_group(const float* xeo, int64_t K, const uint16_t* const* wb, int64_t pf,
+void gemv_blk_group(const float* xeo, int64_t K, const uint16_t* const* wb, int64_t pf, int64_t nta,
                     float* out /* [NB][MG][8] */) {
   const __m512i hi_mask = _mm512_set1_epi32(int(0xffff0000u));
   __m512 acc[NB][MG][kBlkRows];
@@ -347,6 +348,7 @@ void gemv_blk_group(const float* xeo, int64_t K, const uint16_t* const* wb, int6
         const __m512i v = _mm512_loadu_si512(p[j] + 32 * r);
         if (pf && r % kSparsePrefetchLines == 0)
           _mm_prefetch(reinterpret_cast<const char*>(p[j] + 32 * r) + pf, _MM_HINT_T2);
+        if (nta) _mm_prefetch(reinterpret_cast<const char*>(p[j] + 32 * r) + nta, _MM_HINT_NTA);
         const __m512 lo = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
         const __m512 hi = _mm512_castsi512_ps(_mm512_and_si512(v, hi_mask));
 #pragma GCC unroll 3
@@ -395,7 +397,7 @@ struct MultiJob {
 struct GemvBlkCtx {
   const MatmulArgs* a;
   const float* xeo;  // x in the even/odd order, [M][K]
-  int64_t pf;        // DecodePrefetch::bf16_t2
+  int64_t pf, nta;   // DecodePrefetch::bf16_t2, bf16_nta
 };
 using GemvBlk = detail::BlockOf<GemvBlkCtx>;
 // y rows of one 8-row block, every x row, up to 3 rows per pass.
@@ -409,11 +411,11 @@ void gemv_blk_one(const GemvBlk* blk) {
     const int64_t mg = imin(3, a.M - m0);
     const float* xg = c.xeo + m0 * K;
     if (mg == 3)
-      gemv_blk_group<3, 1>(xg, K, &wb, c.pf, out);
+      gemv_blk_group<3, 1>(xg, K, &wb, c.pf, c.nta, out);
     else if (mg == 2)
-      gemv_blk_group<2, 1>(xg, K, &wb, c.pf, out);
+      gemv_blk_group<2, 1>(xg, K, &wb, c.pf, c.nta, out);
     else
-      gemv_blk_group<1, 1>(xg, K, &wb, c.pf, out);
+      gemv_blk_group<1, 1>(xg, K, &wb, c.pf, c.nta, out);
     for (int64_t m = 0; m < mg; ++m) store_blk_row(a, out + m * kBlkRows, m0 + m, b);
   }
 }
@@ -425,7 +427,7 @@ void gemv_blk_two(const GemvBlk* blk) {
   const uint16_t* const wb[2] = {static_cast<const uint16_t*>(ca.a->w) + blk[0].b * kBlkRows * K,
                                  static_cast<const uint16_t*>(cb.a->w) + blk[1].b * kBlkRows * K};
   alignas(64) float out[2 * kBlkRows];
-  gemv_blk_group<1, 2>(ca.xeo, K, wb, ca.pf, out);
+  gemv_blk_group<1, 2>(ca.xeo, K, wb, ca.pf, ca.nta, out);
   store_blk_row(*ca.a, out, 0, blk[0].b);
   store_blk_row(*cb.a, out + kBlkRows, 0, blk[1].b);
 }
@@ -445,7 +447,7 @@ void gemv_blocked(const MatmulArgs* as, int n, const Runner& runner) {
     }
   const DecodePrefetch& prof = decode_prefetch();
   GemvBlkJob j;
-  for (int i = 0; i < n; ++i) j.add(GemvBlkCtx{&as[i], xeo, prof.bf16_t2}, as[i].N / kBlkRows);
+  for (int i = 0; i < n; ++i) j.add(GemvBlkCtx{&as[i], xeo, prof.bf16_t2, prof.bf16_nta}, as[i].N / kBlkRows);
   const bool pairs = prof.bf16_streams == 2 && a.M == 1 && j.n_blocks() >= 2 * runner.n_threads;
   j.run(runner, pairs, kGemvClaimBytes / (kBlkRows * K * 2));
 }

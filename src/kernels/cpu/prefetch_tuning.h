@@ -18,8 +18,8 @@ namespace rinfer::kernels::cpu {
 struct DecodePrefetch {
   const char* name;
   // Blocked BF16 GEMV (AVX-512): a T2 prefetch this many bytes ahead, once
-  // per 4 lines; 0: none.
-  int64_t bf16_t2;
+  // per 4 lines, and a prefetchnta this far ahead on every line; 0: none.
+  int64_t bf16_t2, bf16_nta;
   // Q8 A8 GEMV: the same kind of T2 prefetch, and a prefetcht1 (into L2)
   // this far ahead once per 4 lines; 0: none. Both only with several
   // threads unless q8_one_thread. (AVX-512 only: the AVX2 GEMV reads Q8
