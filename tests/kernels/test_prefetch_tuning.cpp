@@ -35,6 +35,8 @@ TEST(DecodePrefetch, ProfilesDifferWhereMeasured) {
   EXPECT_GT(z.bf16_nta, 0);
   EXPECT_GT(d.q8_l2, 0);
   EXPECT_EQ(z.q8_l2, 0);
+  EXPECT_EQ(d.q8_nta, 0);
+  EXPECT_GT(z.q8_nta, 0);
   EXPECT_FALSE(d.q8_one_thread);
   EXPECT_TRUE(z.q8_one_thread);
   EXPECT_GT(d.q4_l2, 0);
@@ -57,7 +59,7 @@ TEST(DecodePrefetch, EnvironmentOverridesAndRejectsUnknownNames) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
               "RINFER_DECODE_PREFETCH=\"zen6\": expected default or zen5, optionally with "
-              ":field=value,... (fields bf16_t2, bf16_nta, q8_t2, q8_l2, q8_one_thread, q4_nta, q4_l2, bf16_streams, "
+              ":field=value,... (fields bf16_t2, bf16_nta, q8_t2, q8_l2, q8_nta, q8_one_thread, q4_nta, q4_l2, bf16_streams, "
               "q8_streams, q4_streams)");
   }
   EXPECT_THROW(force_decode_prefetch("fast"), Error);
@@ -81,6 +83,7 @@ TEST(DecodePrefetch, SpecChangesFieldsOfItsBase) {
   EXPECT_EQ(s.bf16_nta, z.bf16_nta);
   EXPECT_EQ(s.q8_t2, z.q8_t2);
   EXPECT_EQ(s.q8_l2, z.q8_l2);
+  EXPECT_EQ(s.q8_nta, z.q8_nta);
   EXPECT_EQ(s.q4_l2, z.q4_l2);
   EXPECT_EQ(s.bf16_streams, z.bf16_streams);
   EXPECT_EQ(s.q8_streams, z.q8_streams);

@@ -2107,7 +2107,8 @@ void qgemv_a8_block(const QBlk* blk) {
 #pragma GCC unroll 2
   for (int j = 0; j < NB; ++j)
     wb[j] = static_cast<const uint8_t*>(blk[j].c->a->w->data) + blk[j].b * q_block_bytes(*blk[j].c->a->w);
-  const int64_t q8_t2 = c.pf->q8_t2, q8_l2 = c.pf->q8_l2, q4_nta = c.pf->q4_nta, q4_l2 = c.pf->q4_l2;
+  const int64_t q8_t2 = c.pf->q8_t2, q8_l2 = c.pf->q8_l2, q8_nta = c.pf->q8_nta, q4_nta = c.pf->q4_nta,
+                q4_l2 = c.pf->q4_l2;
   const __m512i low4 = _mm512_set1_epi8(15);
   __m512 accf[NB][MR];
 #pragma GCC unroll 2
@@ -2134,6 +2135,10 @@ void qgemv_a8_block(const QBlk* blk) {
           if (PF && s % kSparsePrefetchLines == 0) {
             if (q8_t2) _mm_prefetch(reinterpret_cast<const char*>(p + s * 64 + q8_t2), _MM_HINT_T2);
             if (q8_l2) prefetch_l2(p + s * 64 + q8_l2);
+          }
+          if (PF && q8_nta) {
+            prefetch_nta(p + s * 64 + q8_nta);
+            prefetch_nta(p + s * 64 + 64 + q8_nta);
           }
 #pragma GCC unroll 4
           for (int m = 0; m < MR; ++m) {

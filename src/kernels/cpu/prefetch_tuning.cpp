@@ -16,16 +16,21 @@ namespace {
 // Tuned on the Zen 4 EPYC (and the Xeon before it); why each distance is
 // what it is: the comments at kSparsePrefetch, kQ4NtaPrefetch and
 // kQ8L2Prefetch in kernels_avx512.cpp.
-constexpr DecodePrefetch kDefault{"default", 12288, 0, 12288, 24576, false, 4096, 32768, 1, 1, 1};
+constexpr DecodePrefetch kDefault{"default", 12288, 0, 12288, 24576, 0, false, 4096, 32768, 1, 1, 1};
 // Zen 5 EPYC (family 0x1A), each choice an A/B in the model on one run,
 // 2 and 1 threads (docs/performance.md):
 //  - BF16: no T2 prefetch, 40-43 -> 63-66 GB/s (2 threads), 20 -> 26-29
-//    (1); then a prefetchnta 2 KB ahead on every line (bf16_nta, 0a to be
-//    filled): bench_gemv_pairs gate_up shape, profiles in turn, 120 rounds,
+//    (1); then a prefetchnta 2 KB ahead on every line (bf16_nta, 2a353cb):
+//    bench_gemv_pairs gate_up shape, profiles in turn, 120 rounds,
 //    1 thread 20.0 -> 21.6 GB/s, 2 threads 40.0 -> 43.0 (1, 3 and 4 KB
 //    alike); in the model, decode steps in turn, tinyllama bf16 +16 % (1
 //    thread) and +18 % (2), qwen2.5-0.5b bf16 +15 % and +10 %;
 //  - Q8: T2 only, on one thread too: 48.5 -> 52 GB/s (2), 20-23 -> 23-28 (1);
+//    then with a prefetchnta 3 KB ahead on every line too (q8_nta):
+//    bench_gemv_pairs, 100 rounds, 1 thread 18.6 -> 24.2 GB/s, 2 threads
+//    35.3 -> 45.9 (the nta without the T2: slower than neither; 1, 2 and
+//    4 KB ahead close to 3); in the model, steps in turn, int8 +6 % and
+//    +14 % (tinyllama, 1 / 2 threads), +14 % and +4 % (qwen2.5-0.5b);
 //  - Q4: nta ahead, no L2 prefetch: 33-36 -> 38.5-39 GB/s (2), 18 -> 20
 //    (1), at 8 KB; then 3 KB ahead instead of 8 (with two streams): decode
 //    steps in turn (bench --ab-decode-prefetch), 16 int4 rows, faster in 15
@@ -36,7 +41,7 @@ constexpr DecodePrefetch kDefault{"default", 12288, 0, 12288, 24576, false, 4096
 //    1.10-1.18 (int4 + int8 lm_head 1.07-1.15), bf16 1 thread 1.04-1.07;
 //    bf16 2 threads faster in all 12 of 12 alternations, by 2-14 %. Q8
 //    with two: 0.96-0.99 of one (int8, medians of four rounds).
-constexpr DecodePrefetch kZen5{"zen5", 0, 2048, 12288, 0, true, 3072, 0, 2, 1, 2};
+constexpr DecodePrefetch kZen5{"zen5", 0, 2048, 12288, 0, 3072, true, 3072, 0, 2, 1, 2};
 
 const DecodePrefetch* by_name(const std::string& v) {
   if (v == kDefault.name) return &kDefault;
@@ -45,7 +50,7 @@ const DecodePrefetch* by_name(const std::string& v) {
 }
 
 constexpr const char* kChoices =
-    "expected default or zen5, optionally with :field=value,... (fields bf16_t2, bf16_nta, q8_t2, q8_l2, q8_one_thread, "
+    "expected default or zen5, optionally with :field=value,... (fields bf16_t2, bf16_nta, q8_t2, q8_l2, q8_nta, q8_one_thread, "
     "q4_nta, q4_l2, bf16_streams, q8_streams, q4_streams)";
 
 // Field `key` of d, or nullptr.
@@ -54,6 +59,7 @@ int64_t* int_field(DecodePrefetch& d, const std::string& key) {
   if (key == "bf16_nta") return &d.bf16_nta;
   if (key == "q8_t2") return &d.q8_t2;
   if (key == "q8_l2") return &d.q8_l2;
+  if (key == "q8_nta") return &d.q8_nta;
   if (key == "q4_nta") return &d.q4_nta;
   if (key == "q4_l2") return &d.q4_l2;
   return nullptr;

@@ -20,11 +20,12 @@ struct DecodePrefetch {
   // Blocked BF16 GEMV (AVX-512): a T2 prefetch this many bytes ahead, once
   // per 4 lines, and a prefetchnta this far ahead on every line; 0: none.
   int64_t bf16_t2, bf16_nta;
-  // Q8 A8 GEMV: the same kind of T2 prefetch, and a prefetcht1 (into L2)
-  // this far ahead once per 4 lines; 0: none. Both only with several
-  // threads unless q8_one_thread. (AVX-512 only: the AVX2 GEMV reads Q8
+  // Q8 A8 GEMV: the same kind of T2 prefetch, a prefetcht1 (into L2)
+  // this far ahead once per 4 lines, and a prefetchnta this far ahead on
+  // every line; 0: none. All only with several threads unless
+  // q8_one_thread. (AVX-512 only: the AVX2 GEMV reads Q8
   // faster without, kernels_avx2.cpp.)
-  int64_t q8_t2, q8_l2;
+  int64_t q8_t2, q8_l2, q8_nta;
   bool q8_one_thread;
   // Q4 A8 GEMV: a prefetchnta this far ahead on every line, and a
   // prefetcht1 this far ahead once per 4 lines; 0: none.
