@@ -57,6 +57,7 @@ class ReadProbe {
   double read_slice();
   size_t slice_bytes() const { return chunk_ * size_t(pool_.size()); }
   size_t resident_bytes() const { return bytes_; }
+  const uint8_t* data() const { return buf_; }  // the slices, one after the other
 
  private:
   ThreadPool& pool_;
