@@ -7,14 +7,12 @@
 // decode / bandwidth ratios; a ratio near 1 here says it does not.
 // Where the CPU has AVX-512, each round also reads a step's size as one
 // stream per thread (bench/read_probe.h, the way membw.c reads): the probe
-// reads four per thread because one measured 10-25 % less on Zen 5.
+// reads four per thread because one measured 10-33 % less on Zen 5.
 //
 // Usage: bench_read_probe [--threads N=2] [--rounds N=4] [--steps N=32] [--step-mb N=600] [--slice-mb N=64]
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "core/cpu_features.h"

@@ -350,10 +350,8 @@ Runner add_bench(CLI::App& app) {
     }
     j["prefill_matmul_gflop"] = prefill_gflop;
     j["prefill_matmul_gflop_s"] = prefill_gflops;
-    // The compute roofline's second probe, now (after the samples, so that
-    // its time does not show in them), on the same threads.
-    // Against each sample's own peak (see above); the mean of the samples'
-    // peaks is the figure shown with the ratio.
+    // Prefill against each sample's own peak (see above); the mean of the
+    // samples' peaks is the figure shown with the ratio.
     std::string peak_name;
     double peak = 0, peak_ratio = 0;
     if (measure_peak && peak_best > 0) {
