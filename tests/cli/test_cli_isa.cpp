@@ -52,7 +52,7 @@ TEST(CliIsa, UnknownLevelIsAOneLineError) {
 // profile with fields changed (prefetch_tuning.h); bench reports the one in
 // use.
 TEST(CliIsa, DecodePrefetchProfileIsPinnedAndReported) {
-  for (const char* profile : {"default", "zen5", "zen5:q4_streams=1,bf16_streams=1"}) {
+  for (const char* profile : {"default", "zen5", "zen5:q4_streams=1,bf16_streams=1", "zen5:q4_streams=4"}) {
     setenv("RINFER_DECODE_PREFETCH", profile, 1);
     TempDir tmp;
     const fs::path out = tmp.path / "bench.json";
@@ -69,11 +69,11 @@ TEST(CliIsa, DecodePrefetchProfileIsPinnedAndReported) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("RINFER_DECODE_PREFETCH=\"fastest\": expected default or zen5"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  setenv("RINFER_DECODE_PREFETCH", "zen5:q4_streams=4", 1);
+  setenv("RINFER_DECODE_PREFETCH", "zen5:q4_streams=3", 1);
   r = run_rinfer("run --model " + quote(stories_hf()) + " --prompt-ids 1,2 -n 1");
   unsetenv("RINFER_DECODE_PREFETCH");
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.err.find("RINFER_DECODE_PREFETCH=\"zen5:q4_streams=4\": \"q4_streams=4\""), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("RINFER_DECODE_PREFETCH=\"zen5:q4_streams=3\": \"q4_streams=3\""), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 

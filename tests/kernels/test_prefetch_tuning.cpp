@@ -45,7 +45,7 @@ TEST(DecodePrefetch, ProfilesDifferWhereMeasured) {
   EXPECT_EQ(d.bf16_streams, 1);
   EXPECT_EQ(d.q8_streams, 1);
   EXPECT_EQ(d.q4_streams, 1);
-  EXPECT_EQ(z.bf16_streams, 2);
+  EXPECT_EQ(z.bf16_streams, 4);
   EXPECT_EQ(z.q8_streams, 1);
   EXPECT_EQ(z.q4_streams, 2);
 }
@@ -114,7 +114,8 @@ TEST(DecodePrefetch, BadSpecsNameTheProblem) {
   EXPECT_NE(message("zen5:q4_nta=1,").find("\"\" is not field=value"), std::string::npos);
   EXPECT_NE(message("zen5:prefetch=1").find("\"prefetch=1\": unknown field; expected default or zen5"),
             std::string::npos);
-  EXPECT_EQ(message("zen5:q4_streams=3"), "decode prefetch profile \"zen5:q4_streams=3\": \"q4_streams=3\": q4_streams is 1 or 2");
+  EXPECT_EQ(message("zen5:q4_streams=3"),
+            "decode prefetch profile \"zen5:q4_streams=3\": \"q4_streams=3\": q4_streams is 1, 2 or 4");
   EXPECT_NE(message("zen5:q8_one_thread=2").find("q8_one_thread is 0 or 1"), std::string::npos);
   EXPECT_NE(message(":q4_nta=1").find("expected default or zen5"), std::string::npos);
   EXPECT_EQ(message(""), "decode prefetch profile \"\": " + message("x").substr(message("x").find("expected")));

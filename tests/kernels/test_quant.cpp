@@ -348,8 +348,9 @@ TEST(MatmulQ, StridedInputAndOutput) {
 // matmul_q_multi (one x, several weights) gives each weight exactly the
 // result of its own matmul_q call: fused on the decode GEMV (one type and
 // group size, M <= 4), one call each otherwise (mixed types, prefill M).
-// With two weight streams per thread (up to M = 2) a pair of blocks can
-// straddle two matrices (the fused blocks are 7 + 1 + 3). Every group size.
+// With two weight streams per thread (up to M = 2) or four (M = 1) the
+// blocks worked side by side can straddle matrices (the fused blocks are 7
+// + 1 + 3). Every group size.
 TEST(MatmulQ, MultiEqualsOneCallEach) {
   uint32_t seed = 1300;
   for (QuantType t : {QuantType::Q8, QuantType::Q4})
@@ -368,7 +369,7 @@ TEST(MatmulQ, MultiEqualsOneCallEach) {
             biases.push_back(random_floats(rng, size_t(Ns[i])));
           }
           for (KernelLevel isa : supported_isas())
-            for (const char* profile : {"default:q8_streams=2,q4_streams=2", "default"})
+            for (const char* profile : {"default:q8_streams=2,q4_streams=2", "default", "default:q8_streams=4,q4_streams=4"})
             for (int threads : {1, 2}) {
               IsaScope scope(isa);
               PrefetchScope pscope(profile);
@@ -675,15 +676,15 @@ TEST(KvCacheI8, AttentionMatchesReference) {
 // The decode prefetch profiles (prefetch_tuning.h) change where the decode
 // GEMV prefetches and how many weight streams a thread reads, never what it
 // computes: each profile gives the same bits on 1 and 2 threads (one thread
-// with a prefetch is Q8's path on Zen 5; N = 100 is 7 blocks, so two
-// streams leave a block over on 1 and on 2 threads), and
+// with a prefetch is Q8's path on Zen 5; N = 150 is 10 blocks, so two and
+// four streams leave blocks over on 1 and on 2 threads), and
 // MatmulQ.* hold those bits against the reference under the machine's own
 // profile. K = 2048 so that the prefetches reach past a block.
 TEST(MatmulQ, DecodePrefetchProfilesGiveTheSameBits) {
   std::mt19937 rng(2024);
   for (QuantType t : {QuantType::Q8, QuantType::Q4})
     for (int64_t M : {1, 2, 4}) {
-      const int64_t K = 2048, N = 100, gs = t == QuantType::Q4 ? 32 : 128;
+      const int64_t K = 2048, N = 150, gs = t == QuantType::Q4 ? 32 : 128;
       auto q = make_qw(random_floats(rng, size_t(N * K)), N, K, K, t, gs, DType::F16);
       const auto x = random_floats(rng, size_t(M * K), -2.0f, 2.0f);
       for (KernelLevel isa : supported_isas()) {
@@ -691,7 +692,7 @@ TEST(MatmulQ, DecodePrefetchProfilesGiveTheSameBits) {
         std::vector<float> want;
         // (Q4 with nta + L2 prefetches, nta alone, L2 alone and none.)
         for (const char* profile : {"default", "zen5", "zen5:q8_streams=2", "zen5:q4_streams=1", "default:q4_nta=0",
-                                    "zen5:q4_nta=0"})
+                                    "zen5:q4_nta=0", "zen5:q4_streams=4,q8_streams=4"})
           for (int threads : {1, 2}) {
             PrefetchScope scope(profile);
             EXPECT_STREQ(decode_prefetch().name, profile);

@@ -1647,10 +1647,13 @@ void matmul_q_gemv_a8_multi(const QMatmulArgs* as, int n, const Runner& runner) 
     j.add(QGemvA8Ctx{&as[i], reinterpret_cast<const int32_t*>(xq), reinterpret_cast<const int32_t*>(xabs), comp, sxg,
                      runner.n_threads > 1 || (as[i].w->type == QuantType::Q8 && pf.q8_one_thread), &pf},
           (as[i].w->N + 15) / 16);
-  const bool pairs =
-      (q4 ? pf.q4_streams : pf.q8_streams) == 2 && a.M <= 2 && j.n_blocks() >= 2 * runner.n_threads;
+  // At most two streams at this level (16 ymm registers; four, where a
+  // profile asks for them, read as two).
+  const int streams = (q4 ? pf.q4_streams : pf.q8_streams) >= 2 && a.M <= 2 && j.n_blocks() >= 2 * runner.n_threads
+                          ? 2
+                          : 1;
   const int64_t block_bytes = (q4 ? 8 * K : 16 * K) + G * 16 * (w.scale_dtype == DType::F16 ? 2 : 4);
-  j.run(runner, pairs, kGemvClaimBytes / block_bytes);
+  j.run(runner, streams, kGemvClaimBytes / block_bytes);
 }
 
 void matmul_q_gemv_a8(const QMatmulArgs& a, const Runner& runner) { matmul_q_gemv_a8_multi(&a, 1, runner); }
@@ -1695,7 +1698,7 @@ void matmul_bf16_blocked_gemv_multi(const detail::MatmulArgs* as, int n, const d
       }
   GemvBlkJob j;
   for (int i = 0; i < n; ++i) j.add(GemvBlkCtx{&as[i], xeo}, as[i].N / kBlkRows);
-  j.run(runner, false, kGemvClaimBytes / (kBlkRows * K * 2));
+  j.run(runner, 1, kGemvClaimBytes / (kBlkRows * K * 2));
 }
 
 void matmul_bf16_blocked_gemv(const detail::MatmulArgs& a, const detail::Runner& runner) {

@@ -316,7 +316,8 @@ constexpr int kBlkRows = 8;
 // (DecodePrefetch, prefetch_tuning.h, holds the distance per CPU).
 constexpr int kSparsePrefetchLines = 4;
 // MG x rows against NB blocks side by side (wb[0 .. NB): NB streams of
-// weight lines, OwnedRanges::work_pairs says why; NB = 2 only with MG = 1).
+// weight lines, OwnedRanges::work_streams says why; NB = 2 or 4 only with MG
+// = 1).
 // pf: DecodePrefetch::bf16_t2 (on Zen 4 kSparsePrefetch = 12288, the distance
 // measured above), 0: no prefetch; nta: DecodePrefetch::bf16_nta, a
 // prefetchnta that far ahead on every line (Zen 5), 0: none.
@@ -325,14 +326,14 @@ void gemv_blk_group(const float* xeo, int64_t K, const uint16_t* const* wb, int6
                     float* out /* [NB][MG][8] */) {
   const __m512i hi_mask = _mm512_set1_epi32(int(0xffff0000u));
   __m512 acc[NB][MG][kBlkRows];
-#pragma GCC unroll 2
+#pragma GCC unroll 4
   for (int j = 0; j < NB; ++j)
 #pragma GCC unroll 3
     for (int m = 0; m < MG; ++m)
 #pragma GCC unroll 8
       for (int r = 0; r < kBlkRows; ++r) acc[j][m][r] = _mm512_setzero_ps();
   const uint16_t* p[NB];
-#pragma GCC unroll 2
+#pragma GCC unroll 4
   for (int j = 0; j < NB; ++j) p[j] = wb[j];
   for (int64_t k = 0; k < K; k += 32) {
     __m512 xe[MG], xo[MG];
@@ -343,7 +344,7 @@ void gemv_blk_group(const float* xeo, int64_t K, const uint16_t* const* wb, int6
     }
 #pragma GCC unroll 8
     for (int r = 0; r < kBlkRows; ++r)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
       for (int j = 0; j < NB; ++j) {
         const __m512i v = _mm512_loadu_si512(p[j] + 32 * r);
         if (pf && r % kSparsePrefetchLines == 0)
@@ -355,10 +356,10 @@ void gemv_blk_group(const float* xeo, int64_t K, const uint16_t* const* wb, int6
         for (int m = 0; m < MG; ++m)
           acc[j][m][r] = _mm512_fmadd_ps(xo[m], hi, _mm512_fmadd_ps(xe[m], lo, acc[j][m][r]));
       }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int j = 0; j < NB; ++j) p[j] += 32 * kBlkRows;
   }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
   for (int j = 0; j < NB; ++j)
 #pragma GCC unroll 3
     for (int m = 0; m < MG; ++m) reduce_accs<kBlkRows>(acc[j][m], out + (j * MG + m) * kBlkRows);
@@ -431,7 +432,17 @@ void gemv_blk_two(const GemvBlk* blk) {
   store_blk_row(*ca.a, out, 0, blk[0].b);
   store_blk_row(*cb.a, out + kBlkRows, 0, blk[1].b);
 }
-using GemvBlkJob = detail::BlockJob<GemvBlkCtx, kMatmulQMultiMax, &gemv_blk_one, &gemv_blk_two>;
+// Four blocks side by side, one x row: 32 accumulators, the loads and x
+// spill to L1, which the weights' stream from memory hides.
+void gemv_blk_four(const GemvBlk* blk) {
+  const int64_t K = blk[0].c->a->K;
+  const uint16_t* wb[4];
+  for (int j = 0; j < 4; ++j) wb[j] = static_cast<const uint16_t*>(blk[j].c->a->w) + blk[j].b * kBlkRows * K;
+  alignas(64) float out[4 * kBlkRows];
+  gemv_blk_group<1, 4>(blk[0].c->xeo, K, wb, blk[0].c->pf, blk[0].c->nta, out);
+  for (int j = 0; j < 4; ++j) store_blk_row(*blk[j].c->a, out + j * kBlkRows, 0, blk[j].b);
+}
+using GemvBlkJob = detail::BlockJob<GemvBlkCtx, kMatmulQMultiMax, &gemv_blk_one, &gemv_blk_two, &gemv_blk_four>;
 
 void gemv_blocked(const MatmulArgs* as, int n, const Runner& runner) {
   const MatmulArgs& a = as[0];
@@ -448,8 +459,8 @@ void gemv_blocked(const MatmulArgs* as, int n, const Runner& runner) {
   const DecodePrefetch& prof = decode_prefetch();
   GemvBlkJob j;
   for (int i = 0; i < n; ++i) j.add(GemvBlkCtx{&as[i], xeo, prof.bf16_t2, prof.bf16_nta}, as[i].N / kBlkRows);
-  const bool pairs = prof.bf16_streams == 2 && a.M == 1 && j.n_blocks() >= 2 * runner.n_threads;
-  j.run(runner, pairs, kGemvClaimBytes / (kBlkRows * K * 2));
+  const int streams = a.M == 1 && j.n_blocks() >= prof.bf16_streams * runner.n_threads ? prof.bf16_streams : 1;
+  j.run(runner, streams, kGemvClaimBytes / (kBlkRows * K * 2));
 }
 
 // ---------------------------------------------------------------- prefill GEMM
@@ -2096,28 +2107,28 @@ using QBlk = detail::BlockOf<QGemvA8Ctx>;
 
 // GS: the group size as a constant, so the inner loops unroll completely.
 // NB blocks at once, each its own stream of weight lines (two streams per
-// thread read faster than one on Zen 5: OwnedRanges::work_pairs); they share x (the
-// matrices of one job have the same K and group size).
+// thread read faster than one on Zen 5: OwnedRanges::work_streams); they
+// share x (the matrices of one job have the same K and group size).
 template <bool Q4, int MR, int GS, bool PF, int NB>
 void qgemv_a8_block(const QBlk* blk) {
   const QGemvA8Ctx& c = *blk[0].c;
   const int64_t K = c.a->K, K4 = K / 4, G = K / GS;
   constexpr int64_t gs = GS;
   const uint8_t* wb[NB];
-#pragma GCC unroll 2
+#pragma GCC unroll 4
   for (int j = 0; j < NB; ++j)
     wb[j] = static_cast<const uint8_t*>(blk[j].c->a->w->data) + blk[j].b * q_block_bytes(*blk[j].c->a->w);
   const int64_t q8_t2 = c.pf->q8_t2, q8_l2 = c.pf->q8_l2, q8_nta = c.pf->q8_nta, q4_nta = c.pf->q4_nta,
                 q4_l2 = c.pf->q4_l2;
   const __m512i low4 = _mm512_set1_epi8(15);
   __m512 accf[NB][MR];
-#pragma GCC unroll 2
+#pragma GCC unroll 4
   for (int j = 0; j < NB; ++j)
 #pragma GCC unroll 4
     for (int m = 0; m < MR; ++m) accf[j][m] = _mm512_setzero_ps();
   for (int64_t g = 0; g < G; ++g) {
     __m512i a0[NB][MR], a1[NB][MR];
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int j = 0; j < NB; ++j)
 #pragma GCC unroll 4
       for (int m = 0; m < MR; ++m) {
@@ -2128,7 +2139,7 @@ void qgemv_a8_block(const QBlk* blk) {
     if constexpr (!Q4) {
 #pragma GCC unroll 16
       for (int64_t s = 0; s < gs / 4; s += 2) {
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int j = 0; j < NB; ++j) {
           const uint8_t* p = wb[j] + k4 * 64;
           const __m512i v0 = _mm512_loadu_si512(p + s * 64), v1 = _mm512_loadu_si512(p + s * 64 + 64);
@@ -2153,7 +2164,7 @@ void qgemv_a8_block(const QBlk* blk) {
       // Unrolled (kQ4NtaPrefetch says why).
 #pragma GCC unroll 16
       for (int64_t s = 0; s < gs / 8; ++s) {
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int j = 0; j < NB; ++j) {
           const uint8_t* p = wb[j] + (k4 / 2) * 64;
           const __m512i l = _mm512_loadu_si512(p + s * 64);
@@ -2167,12 +2178,12 @@ void qgemv_a8_block(const QBlk* blk) {
           }
         }
       }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
       for (int j = 0; j < NB; ++j)
 #pragma GCC unroll 4
         for (int m = 0; m < MR; ++m) a1[j][m] = _mm512_srai_epi32(a1[j][m], 4);
     }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int j = 0; j < NB; ++j) {
       const QuantizedWeight& w = *blk[j].c->a->w;
       const int64_t b = blk[j].b;
@@ -2187,7 +2198,7 @@ void qgemv_a8_block(const QBlk* blk) {
                                      _mm512_mul_ps(s16, _mm512_set1_ps(c.sxg[m * G + g])), accf[j][m]);
     }
   }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
   for (int j = 0; j < NB; ++j) {
     const QMatmulArgs& a = *blk[j].c->a;
     const int64_t n0 = blk[j].b * 16;
@@ -2201,6 +2212,7 @@ void qgemv_a8_block(const QBlk* blk) {
 template <bool Q4, int GS, bool PF, int NB>
 void qgemv_a8_run_pf(const QBlk* blk) {
   static_assert(kQGemvMaxMA8 == 4);
+  if constexpr (NB == 4) return qgemv_a8_block<Q4, 1, GS, PF, 4>(blk);  // four streams: M = 1 only
   switch (blk[0].c->a->M) {
     case 1: return qgemv_a8_block<Q4, 1, GS, PF, NB>(blk);
     case 2: return qgemv_a8_block<Q4, 2, GS, PF, NB>(blk);
@@ -2825,7 +2837,8 @@ void quantize_groups_a8(const float* x, int64_t G, int off, int8_t* q, float* sx
 
 // The decode step's case: x is quantized per group once, and the blocks of
 // all the matrices (q/k/v, gate/up) are one job (BlockJob, owned_ranges.h).
-using QGemvA8Job = detail::BlockJob<QGemvA8Ctx, kMatmulQMultiMax, &qgemv_a8_run<1>, &qgemv_a8_run<2>>;
+using QGemvA8Job =
+    detail::BlockJob<QGemvA8Ctx, kMatmulQMultiMax, &qgemv_a8_run<1>, &qgemv_a8_run<2>, &qgemv_a8_run<4>>;
 
 void matmul_q_gemv_a8_multi(const QMatmulArgs* as, int n, const Runner& runner) {
   const QMatmulArgs& a = as[0];
@@ -2851,10 +2864,13 @@ void matmul_q_gemv_a8_multi(const QMatmulArgs* as, int n, const Runner& runner) 
     j.add(QGemvA8Ctx{&as[i], reinterpret_cast<const int32_t*>(xq), comp, sxg,
                      runner.n_threads > 1 || (as[i].w->type == QuantType::Q8 && pf.q8_one_thread), &pf},
           (as[i].w->N + 15) / 16);
-  const bool pairs = (w.type == QuantType::Q4 ? pf.q4_streams : pf.q8_streams) == 2 && a.M <= 2 &&
-                     j.n_blocks() >= 2 * runner.n_threads;
+  // Two streams up to M = 2, four at M = 1 (acc[NB][MR] and the group's
+  // two int32 sums per (block, row) in registers).
+  int streams = w.type == QuantType::Q4 ? pf.q4_streams : pf.q8_streams;
+  if (streams == 4 && a.M > 1) streams = 2;
+  if (a.M > 2 || j.n_blocks() < streams * runner.n_threads) streams = 1;
   const int64_t block_bytes = q_block_bytes(w) + (a.K / gs) * 16 * (w.scale_dtype == DType::F16 ? 2 : 4);
-  j.run(runner, pairs, kGemvClaimBytes / block_bytes);
+  j.run(runner, streams, kGemvClaimBytes / block_bytes);
 }
 
 void matmul_q_gemv_a8(const QMatmulArgs& a, const Runner& runner) { matmul_q_gemv_a8_multi(&a, 1, runner); }

@@ -58,44 +58,49 @@ struct OwnedRanges {
       }
     }
   }
-  // Two streams per thread: thread `self` owns the ranges 2 * self and
-  // 2 * self + 1 (the halves of its share) and claims from both fronts at
-  // once; f2(a0, a1, b0, b1) works one claim of each side by side, f1(b0, b1)
-  // a claim when only one side has blocks left. Then the same for the other
-  // threads' pairs. n_ranges must be even.
+  // S streams per thread (S = 2 or 4): thread `self` owns the ranges
+  // S * self .. S * self + S - 1 (the S parts of its share) and claims from
+  // all their fronts at once; fs(b0, b1), with b0[S] and b1[S], works one
+  // claim of each side by side, f1(b0, b1) a claim when some sides have no
+  // blocks left. Then the same for the other threads' groups. n_ranges must
+  // be a multiple of S.
   //
-  // Why: on Zen 5 one core reads two runs of lines at once faster than one
-  // run, and the GEMVs that do the most work per byte (Q4, BF16) fall
+  // Why: on Zen 5 one core reads several runs of lines at once faster than
+  // one run, and the GEMVs that do the most work per byte (Q4, BF16) fall
   // furthest behind a plain read with one. A plain read of 6 MB pieces
   // split over the threads, each thread's part as one run or as its two
   // halves side by side (same loop otherwise), 30-40 alternations: 1 thread
   // 31.9 -> 37.0 and 34.1 -> 40.0 GB/s, 2 threads 36.2 -> 44.5 and 37.1 ->
-  // 47.1 (four runs per thread were slower than one). bench_gemv_pairs
-  // --profile zen5 --profile zen5:bf16_streams=1,q4_streams=1,q8_streams=2
-  // (one stream against two in each round, medians of 100 rounds): 2
-  // threads q4 43.5 -> 54.6 GB/s, bf16 45.6 -> 52.1 (plain reads 49); 1
-  // thread q4 22.3 -> 28.4, bf16 23.4 -> 26.4 (plain 25-27). Q8, whose loop
-  // is the lightest, read 56.0 either way on 2 threads and 28.5 -> 31.1 on
-  // 1, but 67.8 -> 60.7 on 2 in a fast phase of another run;
-  // which GEMV reads how many streams is per CPU: DecodePrefetch::*_streams
-  // (prefetch_tuning.h).
-  template <typename F2, typename F1>
-  void work_pairs(int self, F2&& f2, F1&& f1) {
-    const int n_pairs = n_ranges / 2;
-    for (int i = 0; i < n_pairs; ++i) {
-      const int r = 2 * ((self + i) % n_pairs);
+  // 47.1. bench_gemv_pairs --profile zen5 --profile
+  // zen5:bf16_streams=1,q4_streams=1,q8_streams=2 (one stream against two
+  // in each round, medians of 100 rounds): 2 threads q4 43.5 -> 54.6 GB/s,
+  // bf16 45.6 -> 52.1 (plain reads 49); 1 thread q4 22.3 -> 28.4, bf16 23.4
+  // -> 26.4 (plain 25-27). Q8, whose loop is the lightest, read 56.0 either
+  // way on 2 threads and 28.5 -> 31.1 on 1, but 67.8 -> 60.7 on 2 in a fast
+  // phase of another run. Four streams: bench's read probe (roofline.h)
+  // reads 10-33 % more with four than with one; for the GEMVs see
+  // DecodePrefetch::*_streams (prefetch_tuning.h), which says how many
+  // streams each GEMV reads on each CPU.
+  template <int S, typename FS, typename F1>
+  void work_streams(int self, FS&& fs, F1&& f1) {
+    const int n_groups = n_ranges / S;
+    for (int i = 0; i < n_groups; ++i) {
+      const int r = S * ((self + i) % n_groups);
       for (;;) {
-        const int64_t a = __atomic_fetch_add(&front[r].next, claim, __ATOMIC_RELAXED);
-        const int64_t b = __atomic_fetch_add(&front[r + 1].next, claim, __ATOMIC_RELAXED);
-        const bool a_ok = a < hi[r], b_ok = b < hi[r + 1];
-        if (a_ok && b_ok)
-          f2(a, min64(a + claim, hi[r]), b, min64(b + claim, hi[r + 1]));
-        else if (a_ok)
-          f1(a, min64(a + claim, hi[r]));
-        else if (b_ok)
-          f1(b, min64(b + claim, hi[r + 1]));
-        else
-          break;
+        int64_t b0[S], b1[S];
+        int n_ok = 0;
+        for (int s = 0; s < S; ++s) {
+          b0[s] = __atomic_fetch_add(&front[r + s].next, claim, __ATOMIC_RELAXED);
+          b1[s] = min64(b0[s] + claim, hi[r + s]);
+          n_ok += b0[s] < hi[r + s];
+        }
+        if (n_ok == 0) break;
+        if (n_ok == S) {
+          fs(b0, b1);
+        } else {
+          for (int s = 0; s < S; ++s)
+            if (b0[s] < hi[r + s]) f1(b0[s], b1[s]);
+        }
       }
     }
   }
@@ -123,9 +128,11 @@ struct BlockOf {
 // The decode step's job over several matrices of one x (q/k/v, gate/up):
 // their blocks, one after the other, split over the threads as OwnedRanges,
 // so the group is one pool job (gate on one thread and up on the other,
-// say). Run1 computes one block, Run2 two side by side (two streams of
-// weight lines: OwnedRanges::work_pairs).
-template <typename Ctx, int MaxMatrices, void (*Run1)(const BlockOf<Ctx>*), void (*Run2)(const BlockOf<Ctx>*)>
+// say). Run1 computes one block, Run2 two side by side and Run4 four (two
+// or four streams of weight lines: OwnedRanges::work_streams). Without a
+// Run4 (the default, Run2) four streams are read as two.
+template <typename Ctx, int MaxMatrices, void (*Run1)(const BlockOf<Ctx>*), void (*Run2)(const BlockOf<Ctx>*),
+          void (*Run4)(const BlockOf<Ctx>*) = Run2>
 struct BlockJob {
   Ctx ctx[MaxMatrices];
   int64_t first_block[MaxMatrices + 1] = {0};  // matrix i: [first_block[i], first_block[i + 1])
@@ -149,39 +156,56 @@ struct BlockJob {
       Run1(&blk);
     }
   }
-  // [a0, a1) and [b0, b1) side by side, two streams.
-  void block_pairs(int64_t a0, int64_t a1, int64_t b0, int64_t b1) const {
-    for (; a0 < a1 && b0 < b1; ++a0, ++b0) {
-      const BlockOf<Ctx> blk[2] = {locate(a0), locate(b0)};
-      Run2(blk);
+  // [b0[s], b1[s]) for s < S side by side, S streams; what is left of the
+  // longer ones after the shortest ends, one block at a time.
+  template <int S>
+  void block_streams(int64_t* b0, const int64_t* b1) const {
+    for (;;) {
+      bool all = true;
+      for (int s = 0; s < S; ++s) all = all && b0[s] < b1[s];
+      if (!all) break;
+      BlockOf<Ctx> blk[S];
+      for (int s = 0; s < S; ++s) blk[s] = locate(b0[s]++);
+      if constexpr (S == 2)
+        Run2(blk);
+      else
+        Run4(blk);
     }
-    blocks(a0, a1);
-    blocks(b0, b1);
+    for (int s = 0; s < S; ++s) blocks(b0[s], b1[s]);
   }
   static void task(void* p, int64_t t, int) {
     auto& j = *static_cast<BlockJob*>(p);
     j.ranges.work(int(t), [&](int64_t b0, int64_t b1) { j.blocks(b0, b1); });
   }
-  static void task_pairs(void* p, int64_t t, int) {
+  template <int S>
+  static void task_streams(void* p, int64_t t, int) {
     auto& j = *static_cast<BlockJob*>(p);
-    j.ranges.work_pairs(
-        int(t), [&](int64_t a0, int64_t a1, int64_t b0, int64_t b1) { j.block_pairs(a0, a1, b0, b1); },
+    j.ranges.template work_streams<S>(
+        int(t), [&](int64_t* b0, const int64_t* b1) { j.template block_streams<S>(b0, b1); },
         [&](int64_t b0, int64_t b1) { j.blocks(b0, b1); });
   }
   // Every block: on the caller with one thread or one block, else as one
-  // pool job, claims of `claim` blocks; pairs: two streams per thread (the
-  // caller checks there are at least two blocks per thread).
-  void run(const Runner& runner, bool pairs, int64_t claim) {
+  // pool job, claims of `claim` blocks; streams: 1, 2 or 4 per thread (the
+  // caller checks there are at least that many blocks per thread).
+  void run(const Runner& runner, int streams, int64_t claim) {
     const int64_t nb = n_blocks();
+    if (streams == 4 && Run4 == Run2) streams = 2;
     if (runner.n_threads == 1 || nb < 2) {
-      if (pairs) return block_pairs(0, nb / 2, nb / 2, nb);
-      return blocks(0, nb);
+      if (streams == 1 || nb < streams) return blocks(0, nb);
+      int64_t b0[4], b1[4];
+      for (int s = 0; s < streams; ++s) {
+        b0[s] = nb * s / streams;
+        b1[s] = nb * (s + 1) / streams;
+      }
+      return streams == 2 ? block_streams<2>(b0, b1) : block_streams<4>(b0, b1);
     }
-    ranges.init(nb, runner.n_threads * (pairs ? 2 : 1), claim);
-    if (pairs)
-      runner.run(runner.pool, ranges.n_ranges / 2, &BlockJob::task_pairs, this);
-    else
+    ranges.init(nb, runner.n_threads * streams, claim);
+    if (streams == 1 || ranges.n_ranges % streams != 0)
       runner.run(runner.pool, ranges.n_ranges, &BlockJob::task, this);
+    else if (streams == 2)
+      runner.run(runner.pool, ranges.n_ranges / 2, &BlockJob::template task_streams<2>, this);
+    else
+      runner.run(runner.pool, ranges.n_ranges / 4, &BlockJob::template task_streams<4>, this);
   }
 };
 

@@ -36,12 +36,21 @@ constexpr DecodePrefetch kDefault{"default", 12288, 0, 12288, 24576, 0, false, 4
 //    steps in turn (bench --ab-decode-prefetch), 16 int4 rows, faster in 15
 //    by 0.9-7.0 % (one -0.8 %); 4 KB and 2 KB in between.
 //  - two weight streams per thread for BF16 and Q4, one for Q8
-//    (OwnedRanges::work_pairs in owned_ranges.h): in the model, tok/s
+//    (OwnedRanges::work_streams in owned_ranges.h): in the model, tok/s
 //    with two over one, median of four back-to-back rounds per row, int4
 //    1.10-1.18 (int4 + int8 lm_head 1.07-1.15), bf16 1 thread 1.04-1.07;
 //    bf16 2 threads faster in all 12 of 12 alternations, by 2-14 %. Q8
-//    with two: 0.96-0.99 of one (int8, medians of four rounds).
-constexpr DecodePrefetch kZen5{"zen5", 0, 2048, 12288, 0, 3072, true, 3072, 0, 2, 1, 2};
+//    with two: 0.96-0.99 of one (int8, medians of four rounds);
+//  - then four BF16 streams (OwnedRanges::work_streams) with the nta 768
+//    bytes ahead in each instead of 2 KB (about as many bytes in flight
+//    per thread): decode steps in turn (bench --ab-decode-prefetch, 3
+//    samples of 64 tokens), tinyllama bf16 +15 % / +9 % (1 / 2 threads),
+//    qwen2.5-0.5b bf16 +10 % / +4 % (1024 bytes ahead: +10, +10, +9, +6 %;
+//    four streams with 2 KB: +4, +3, +4, +4 %; 512 bytes: less). Four Q4
+//    or Q8 streams were not faster: 0.94-0.97 with the same distances,
+//    0.95-1.06 with Q4's nta at 1-1.5 KB (one thread) and 0.96-0.99 (two);
+//    two Q8 streams with the nta: 0.98-1.03 of one.
+constexpr DecodePrefetch kZen5{"zen5", 0, 768, 12288, 0, 3072, true, 3072, 0, 4, 1, 2};
 
 const DecodePrefetch* by_name(const std::string& v) {
   if (v == kDefault.name) return &kDefault;
@@ -103,7 +112,7 @@ const DecodePrefetch& parse_spec(const char* spec, const char* label) {
       if (v > 1) fail(label, "\"", text, "\": \"", item, "\": q8_one_thread is 0 or 1");
       d.q8_one_thread = v == 1;
     } else if (int* n = streams_field(d, key)) {
-      if (v != 1 && v != 2) fail(label, "\"", text, "\": \"", item, "\": ", key, " is 1 or 2");
+      if (v != 1 && v != 2 && v != 4) fail(label, "\"", text, "\": \"", item, "\": ", key, " is 1, 2 or 4");
       *n = int(v);
     } else {
       fail(label, "\"", text, "\": \"", item, "\": unknown field; ", kChoices);

@@ -30,11 +30,12 @@ struct DecodePrefetch {
   // Q4 A8 GEMV: a prefetchnta this far ahead on every line, and a
   // prefetcht1 this far ahead once per 4 lines; 0: none.
   int64_t q4_nta, q4_l2;
-  // Weight streams per thread, 1 or 2, per GEMV: with 2 each thread splits
-  // its share of the blocks in halves and works one block of each side by
-  // side, so that two runs of lines are read at once (BF16 with one x row,
-  // Q8/Q4 with up to two; the AVX-512 GEMVs and the AVX2 Q8/Q4 ones, the
-  // AVX2 BF16 one reads one: kernels_avx2.cpp says why).
+  // Weight streams per thread, 1, 2 or 4, per GEMV: with S > 1 each thread
+  // splits its share of the blocks in S parts and works one block of each
+  // side by side, so that S runs of lines are read at once (BF16 with one x
+  // row; Q8/Q4 two with up to two x rows, four with one. The AVX-512 GEMVs;
+  // the AVX2 Q8/Q4 ones read at most two and the AVX2 BF16 one reads one:
+  // kernels_avx2.cpp says why).
   int bf16_streams, q8_streams, q4_streams;
 };
 
