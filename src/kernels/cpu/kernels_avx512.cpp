@@ -432,8 +432,9 @@ void gemv_blk_two(const GemvBlk* blk) {
   store_blk_row(*ca.a, out, 0, blk[0].b);
   store_blk_row(*cb.a, out + kBlkRows, 0, blk[1].b);
 }
-// Four blocks side by side, one x row: 32 accumulators, the loads and x
-// spill to L1, which the weights' stream from memory hides.
+// Four blocks side by side, one x row: 32 accumulators, so GCC keeps some
+// on the stack (L1); the weights' stream from memory hides that (four
+// streams read faster than two on Zen 5: prefetch_tuning.cpp).
 void gemv_blk_four(const GemvBlk* blk) {
   const int64_t K = blk[0].c->a->K;
   const uint16_t* wb[4];
