@@ -46,9 +46,10 @@ constexpr DecodePrefetch kDefault{"default", 12288, 0, 12288, 24576, 0, false, 4
 //    per thread): decode steps in turn (bench --ab-decode-prefetch, 3
 //    samples of 64 tokens), tinyllama bf16 +15 % / +9 % (1 / 2 threads),
 //    qwen2.5-0.5b bf16 +10 % / +4 % (1024 bytes ahead: +10, +10, +9, +6 %;
-//    four streams with 2 KB: +4, +3, +4, +4 %; 512 bytes: less). Four Q4
-//    or Q8 streams were not faster: 0.94-0.97 with the same distances,
-//    0.95-1.06 with Q4's nta at 1-1.5 KB (one thread) and 0.96-0.99 (two);
+//    four streams with 2 KB: +4, +3, +4, +4 %; 512 bytes: less); in a fast
+//    minute after the change, +2.5 / +0.1 % and +9.8 / +4.6 %. Four Q4 or
+//    Q8 streams were not faster: 0.94-0.96 with the same distances,
+//    0.97-1.06 with Q4's nta at 1-1.5 KB (one thread) and 0.96-0.99 (two);
 //    two Q8 streams with the nta: 0.98-1.03 of one.
 constexpr DecodePrefetch kZen5{"zen5", 0, 768, 12288, 0, 3072, true, 3072, 0, 4, 1, 2};
 

@@ -36,8 +36,8 @@ double measure_peak_gops(PeakKind k, ThreadPool& pool);
 // streams (its quarters): on Zen 5 one stream per thread, as membw.c reads,
 // measured 10-33 % less than four in the same minutes (1 thread 17.5-20.4
 // against 22.7-26.5 GB/s, 2 threads 34-41 against 44-47; bench_read_probe,
-// docs/performance.md), and the decode GEMVs read two per thread, so a
-// one-stream probe is not the ceiling.
+// docs/performance.md), and the decode GEMVs read two or four per thread,
+// so a one-stream probe is not the ceiling.
 double measure_read_bandwidth_gbs(ThreadPool& pool, size_t bytes = size_t(512) << 20, int reps = 3);
 
 // A read probe to interleave with the work it is compared with (bench's
