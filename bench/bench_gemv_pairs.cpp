@@ -18,9 +18,11 @@
 // each call reads another copy of the --arena-mb arena):
 //   q4   W4A8 GEMV, Q4 group 32 (matmul_q, M = 1)
 //   q8   W8A8 GEMV, Q8 group 128
+//   q4i, q8i (--interleaved): the same on the interleaved layout (scales
+//        inside the data, QuantizedWeight::interleaved)
 //   bf16 blocked BF16 GEMV (matmul_bf16_blocked, M = 1)
 //
-// Usage: bench_gemv_pairs [--threads N=2] [--rounds N=200] [--arena-mb N=1024] [--rows]
+// Usage: bench_gemv_pairs [--threads N=2] [--rounds N=200] [--arena-mb N=1024] [--rows] [--interleaved]
 //                         [--k K=2048] [--n N=5632] [--profile SPEC]...
 //   --rows prints every round (probe, plain and kernel GB/s).
 //   --k / --n: the weight's shape (K a multiple of 128, N of 16), e.g.
@@ -72,7 +74,7 @@ struct Kernel {
 };
 
 [[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr, "bench_gemv_pairs: %s\nusage: bench_gemv_pairs [--threads N] [--rounds N] [--arena-mb N] [--rows] [--k K] [--n N] [--profile SPEC]...\n",
+  std::fprintf(stderr, "bench_gemv_pairs: %s\nusage: bench_gemv_pairs [--threads N] [--rounds N] [--arena-mb N] [--rows] [--interleaved] [--k K] [--n N] [--profile SPEC]...\n",
                why);
   std::exit(2);
 }
@@ -90,7 +92,7 @@ int main(int argc, char** argv) {
   int threads = 2, rounds = 200;
   int64_t K = 2048, N = 5632;
   size_t arena_mb = 1024;
-  bool rows = false;
+  bool rows = false, interleaved = false;
   std::vector<const char*> profiles;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -99,6 +101,7 @@ int main(int argc, char** argv) {
     else if (a == "--rounds") rounds = int(parse_positive("--rounds", v)), ++i;
     else if (a == "--arena-mb") arena_mb = size_t(parse_positive("--arena-mb", v)), ++i;
     else if (a == "--rows") rows = true;
+    else if (a == "--interleaved") interleaved = true;
     else if (a == "--k") K = parse_positive("--k", v), ++i;
     else if (a == "--n") N = parse_positive("--n", v), ++i;
     else if (a == "--profile" && v) profiles.push_back(v), ++i;
@@ -130,20 +133,25 @@ int main(int argc, char** argv) {
   for (int64_t k = 0; k < K; ++k) x[size_t(k)] = float((k * 7919) % 200 - 100) / 100.0f;
 
   std::vector<Kernel> kernels;
-  for (kc::QuantType qt : {kc::QuantType::Q4, kc::QuantType::Q8}) {
-    kc::QuantizedWeight w;
-    w.type = qt;
-    w.N = N;
-    w.K = K;
-    w.group_size = qt == kc::QuantType::Q4 ? 32 : 128;
-    w.scale_dtype = rinfer::DType::F16;
-    const size_t db = kc::quant_data_bytes(qt, N, K), sb = kc::quant_scale_bytes(N, K, w.group_size, w.scale_dtype);
-    kernels.push_back({qt == kc::QuantType::Q4 ? "q4" : "q8", db + sb, [&, w, db](const uint8_t* p) mutable {
-                         w.data = p;
-                         w.scales = p + db;
-                         kc::matmul_q(x.data(), 1, K, K, w, nullptr, y.data(), N, pool);
-                       }});
-  }
+  for (kc::QuantType qt : {kc::QuantType::Q4, kc::QuantType::Q8})
+    for (bool il : {false, true}) {
+      if (il && !interleaved) continue;
+      kc::QuantizedWeight w;
+      w.type = qt;
+      w.N = N;
+      w.K = K;
+      w.group_size = qt == kc::QuantType::Q4 ? 32 : 128;
+      w.scale_dtype = rinfer::DType::F16;
+      w.interleaved = il;
+      const size_t db = kc::quant_data_bytes(qt, N, K), sb = kc::quant_scale_bytes(N, K, w.group_size, w.scale_dtype);
+      const size_t bytes = il ? kc::quant_interleaved_bytes(qt, N, K, w.group_size, w.scale_dtype) : db + sb;
+      const std::string name = std::string(qt == kc::QuantType::Q4 ? "q4" : "q8") + (il ? "i" : "");
+      kernels.push_back({name, bytes, [&, w, db](const uint8_t* p) mutable {
+                           w.data = p;
+                           if (!w.interleaved) w.scales = p + db;
+                           kc::matmul_q(x.data(), 1, K, K, w, nullptr, y.data(), N, pool);
+                         }});
+    }
   kernels.push_back({"bf16", size_t(N * K * 2), [&](const uint8_t* p) {
                        kc::matmul_bf16_blocked(x.data(), 1, K, K, reinterpret_cast<const uint16_t*>(p), N, nullptr,
                                                y.data(), N, pool);

@@ -324,10 +324,11 @@ Runner add_bench(CLI::App& app) {
     {
       const auto& ts = s->lm.weights->tensors();
       const auto head = ts.find("lm_head.weight");
+      const kernels::cpu::QuantizedWeight* hq = s->lm.weights->quantized("lm_head.weight");
       j["lm_head"] = head == ts.end() ? "tied"
-                     : head->second.dtype != DType::U8
-                         ? std::string(dtype_user_name(head->second.dtype))
-                         : head->second.shape.size() == 2 && head->second.shape[1] == cfg.hidden_size ? "int8" : "int4";
+                     : !hq            ? std::string(dtype_user_name(head->second.dtype))
+                     : hq->type == kernels::cpu::QuantType::Q8 ? "int8"
+                                                               : "int4";
     }
     std::string qpaths;
     if (s->lm.quant) {

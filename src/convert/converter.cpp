@@ -115,6 +115,23 @@ void WeightSink::add_quantized(const TensorSpec& spec, const QuantInfo& q, Buffe
   add(s, q.scale_dtype, std::move(scales));
 }
 
+void MemorySink::add_quantized(const TensorSpec& spec, const QuantInfo& q, Buffer&& data, Buffer&& scales) {
+  kc::QuantizedWeight w;
+  w.type = q.type;
+  w.N = spec.shape[0];
+  w.K = spec.shape[1];
+  w.group_size = q.group_size;
+  w.scale_dtype = q.scale_dtype;
+  w.data = data.data();
+  w.scales = scales.data();
+  Buffer il(kc::quant_interleaved_bytes(w.type, w.N, w.K, w.group_size, w.scale_dtype));
+  const kc::QuantizedWeight v = kc::interleave_quant_scales(w, il.data());
+  TensorSpec d = spec;
+  d.shape = {int64_t(il.size())};
+  add(d, DType::U8, std::move(il));  // (the buffer moves, its bytes stay where v points)
+  store_.add_quantized(spec.name, v);
+}
+
 void MemorySink::add(const TensorSpec& spec, DType dtype, Buffer&& data) {
   TensorView v{dtype, spec.shape, data.data()};
   store_.add(spec.name, v);

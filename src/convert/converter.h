@@ -85,12 +85,15 @@ class WeightSink {
   virtual void end_group(int64_t group) = 0;
 };
 
-// Keeps every tensor in anonymous memory inside a WeightStore.
+// Keeps every tensor in anonymous memory inside a WeightStore; quantized
+// matrices in the interleaved layout (WeightStore::add_quantized), as
+// load_model_dir lays out a copied model.
 class MemorySink : public WeightSink {
  public:
   explicit MemorySink(WeightStore& store) : store_(store) {}
   void begin_group(int64_t) override {}
   void add(const TensorSpec& spec, DType dtype, Buffer&& data) override;
+  void add_quantized(const TensorSpec& spec, const QuantInfo& q, Buffer&& data, Buffer&& scales) override;
   void end_group(int64_t) override {}
 
  private:

@@ -152,6 +152,52 @@ ConvertStats convert_to_dir(const std::string& hf_dir, const std::string& out_di
   }
 }
 
+namespace {
+namespace kc = kernels::cpu;
+
+// Quantized tensor `name` as model_desc.json records it (`info`), checked
+// against its stored data and scale tensors (`stored`: every tensor, viewed
+// in its file); returns the view of it in the separate layout.
+kc::QuantizedWeight stored_quantized(const std::string& dir, const std::string& desc_path, const std::string& name,
+                                     const nlohmann::json& info, const std::map<std::string, TensorView>& stored,
+                                     std::string& scale_name) {
+  const std::string q = info.at("quant").get<std::string>();
+  RINFER_CHECK(q == "q8" || q == "q4", desc_path, ": tensor ", name, ": unsupported quant \"", q, "\"");
+  RINFER_CHECK(info.value("symmetric", true) && !info.contains("zero_tensor"), desc_path, ": tensor ", name,
+               ": asymmetric quantization is not supported by this rinfer");
+  const auto qt = q == "q8" ? kc::QuantType::Q8 : kc::QuantType::Q4;
+  const auto shape = info.at("shape").get<Shape>();
+  const int64_t g = info.at("group_size").get<int64_t>();
+  RINFER_CHECK(shape.size() == 2, desc_path, ": tensor ", name, ": quantized tensors must be 2-D");
+  RINFER_CHECK(info.value("scale_dtype", "f16") == "f16", desc_path, ": tensor ", name, ": scale dtype must be f16");
+  kc::check_quant_shape(qt, shape[0], shape[1], g, DType::F16);
+  const int64_t Np = kc::quant_padded_rows(shape[0]);
+  const TensorView d = stored.at(name);
+  const Shape want_data = {Np, qt == kc::QuantType::Q8 ? shape[1] : shape[1] / 2};
+  const Shape want_scales = {Np / 16, shape[1] / g, 16};
+  RINFER_CHECK(d.dtype == DType::U8 && d.shape == want_data, dir, ": quantized tensor ", name, " has dtype ",
+               dtype_name(d.dtype), " shape ", shape_str(d.shape), ", not what its ", q, " scheme needs");
+  scale_name = info.value("scale_tensor", name + kQuantScaleSuffix);
+  const auto sit = stored.find(scale_name);
+  RINFER_CHECK(sit != stored.end(), dir, ": scales ", scale_name, " of quantized tensor ", name, " are missing");
+  const TensorView sv = sit->second;
+  RINFER_CHECK(sv.dtype == DType::F16 && sv.shape == want_scales, dir, ": scales ", scale_name, " have dtype ",
+               dtype_name(sv.dtype), " shape ", shape_str(sv.shape), ", expected F16 [", Np / 16, ", ", shape[1] / g,
+               ", 16]");
+  kc::QuantizedWeight w;
+  w.type = qt;
+  w.N = shape[0];
+  w.K = shape[1];
+  w.group_size = g;
+  w.scale_dtype = DType::F16;
+  w.data = d.data;
+  w.scales = sv.data;
+  return w;
+}
+
+size_t round_up64(size_t n) { return (n + 63) / 64 * 64; }
+}  // namespace
+
 ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode) {
   const std::string desc_path = (fs::path(dir) / kModelDescFile).string();
   ModelDir md;
@@ -173,46 +219,33 @@ ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode) {
     }
     md.weights = std::make_unique<WeightStore>();
     md.weights->source = dir;
+    const nlohmann::json& tensors = md.desc.at("tensors");
+    // Every file mapped, every tensor viewed in its mapping: checked against
+    // the description before anything is copied.
+    std::vector<std::shared_ptr<io::SafetensorsFile>> files;
+    std::map<std::string, TensorView> stored;
+    std::map<std::string, size_t> file_of;
     for (const auto& file : md.desc.at("files")) {
       const std::string path = (fs::path(dir) / file.get<std::string>()).string();
-      auto st = std::make_shared<io::SafetensorsFile>(path);
-      Buffer copy;
-      const uint8_t* base = nullptr;
-      const uint8_t* copy_base = nullptr;
-      if (mode == WeightLoadMode::Copy && !st->tensors().empty()) {
-        // One anonymous buffer per file holding its whole data section.
-        uint64_t lo = UINT64_MAX, hi = 0;
-        for (const auto& e : st->tensors()) {
-          lo = std::min(lo, e.begin);
-          hi = std::max(hi, e.end);
-        }
-        base = static_cast<const uint8_t*>(st->view(st->tensors().front()).data) - st->tensors().front().begin;
-        copy = Buffer(size_t(hi - lo) + 64);
-        std::memcpy(copy.data(), base + lo, size_t(hi - lo));
-        copy_base = copy.as<uint8_t>() - lo;
-      }
-      for (const auto& e : st->tensors()) {
-        auto it = md.desc.at("tensors").find(e.name);
-        RINFER_CHECK(it != md.desc.at("tensors").end(), path, ": tensor ", e.name, " is not in model_desc.json");
-        TensorView v = st->view(e);
-        if (copy_base) v.data = copy_base + e.begin;
-        md.weights->add(e.name, v);
-      }
-      if (copy_base) {
-        md.weights->own(std::move(copy));
-      } else {
-        md.weights->own(std::shared_ptr<void>(st));
+      files.push_back(std::make_shared<io::SafetensorsFile>(path));
+      for (const auto& e : files.back()->tensors()) {
+        RINFER_CHECK(tensors.contains(e.name), path, ": tensor ", e.name, " is not in model_desc.json");
+        RINFER_CHECK(stored.emplace(e.name, files.back()->view(e)).second, dir, ": tensor ", e.name,
+                     " is stored twice");
+        file_of[e.name] = files.size() - 1;
       }
     }
-    for (const auto& [name, info] : md.desc.at("tensors").items()) {
-      RINFER_CHECK(md.weights->has(name), dir, ": tensor ", name, " listed in model_desc.json is missing from ",
+    std::map<std::string, kc::QuantizedWeight> quantized;  // by data tensor, separate layout, in the mappings
+    std::map<std::string, std::string> scales_of;          // scale tensor -> its data tensor
+    for (const auto& [name, info] : tensors.items()) {
+      RINFER_CHECK(stored.count(name), dir, ": tensor ", name, " listed in model_desc.json is missing from ",
                    info.at("file").get<std::string>());
       if (!info.contains("quant") && info.contains("layout")) {
         const std::string layout = info.at("layout").get<std::string>();
         RINFER_CHECK(layout == kBf16BlockedLayout, desc_path, ": tensor ", name, ": unsupported layout \"", layout,
                      "\"");
         const auto shape = info.at("shape").get<Shape>();
-        const TensorView d = md.weights->tensors().at(name);
+        const TensorView d = stored.at(name);
         RINFER_CHECK(shape.size() == 2 && kernels::cpu::bf16_blockable(shape[0], shape[1]) && d.dtype == DType::BF16 &&
                          d.shape == bf16_blocked_shape(shape[0], shape[1]),
                      dir, ": blocked tensor ", name, " has dtype ", dtype_name(d.dtype), " shape ", shape_str(d.shape),
@@ -220,34 +253,59 @@ ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode) {
         continue;
       }
       if (!info.contains("quant")) continue;
-      // A quantized tensor: check that what is stored is what the description
-      // says (Linear rebuilds the QuantizedWeight view from the two tensors).
-      const std::string q = info.at("quant").get<std::string>();
-      RINFER_CHECK(q == "q8" || q == "q4", desc_path, ": tensor ", name, ": unsupported quant \"", q, "\"");
-      RINFER_CHECK(info.value("symmetric", true) && !info.contains("zero_tensor"), desc_path, ": tensor ", name,
-                   ": asymmetric quantization is not supported by this rinfer");
-      const auto qt = q == "q8" ? kernels::cpu::QuantType::Q8 : kernels::cpu::QuantType::Q4;
-      const auto shape = info.at("shape").get<Shape>();
-      const int64_t g = info.at("group_size").get<int64_t>();
-      RINFER_CHECK(shape.size() == 2, desc_path, ": tensor ", name, ": quantized tensors must be 2-D");
-      RINFER_CHECK(info.value("scale_dtype", "f16") == "f16", desc_path, ": tensor ", name, ": scale dtype must be f16");
-      kernels::cpu::check_quant_shape(qt, shape[0], shape[1], g, DType::F16);
-      const int64_t Np = kernels::cpu::quant_padded_rows(shape[0]);
-      const TensorView d = md.weights->tensors().at(name);
-      const Shape want_data = {Np, qt == kernels::cpu::QuantType::Q8 ? shape[1] : shape[1] / 2};
-      const Shape want_scales = {Np / 16, shape[1] / g, 16};
-      RINFER_CHECK(d.dtype == DType::U8 && d.shape == want_data,
-                   dir, ": quantized tensor ", name, " has dtype ", dtype_name(d.dtype), " shape ", shape_str(d.shape),
-                   ", not what its ", q, " scheme needs");
-      const std::string sname = info.value("scale_tensor", name + kQuantScaleSuffix);
-      RINFER_CHECK(md.weights->has(sname), dir, ": scales ", sname, " of quantized tensor ", name, " are missing");
-      const TensorView sv = md.weights->tensors().at(sname);
-      RINFER_CHECK(sv.dtype == DType::F16 && sv.shape == want_scales, dir, ": scales ", sname,
-                   " have dtype ", dtype_name(sv.dtype), " shape ", shape_str(sv.shape), ", expected F16 [",
-                   Np / 16, ", ", shape[1] / g, ", 16]");
+      std::string sname;
+      quantized[name] = stored_quantized(dir, desc_path, name, info, stored, sname);
+      RINFER_CHECK(file_of.at(sname) == file_of.at(name), dir, ": scales ", sname, " of quantized tensor ", name,
+                   " are not in its file");
+      scales_of[sname] = name;
       // The body's scheme (an int8 output layer next to int4 layers, --lm-head,
       // is not what "the model's group size" describes).
-      if (name != "lm_head.weight") md.group_size = std::max(md.group_size, g);
+      if (name != "lm_head.weight") md.group_size = std::max(md.group_size, quantized[name].group_size);
+    }
+    for (size_t f = 0; f < files.size(); ++f) {
+      const auto& st = files[f];
+      if (mode == WeightLoadMode::Mmap || st->tensors().empty()) {
+        // The tensors stay in the mapping, quantized ones in the separate layout.
+        for (const auto& e : st->tensors()) md.weights->add(e.name, stored.at(e.name));
+        for (const auto& e : st->tensors())
+          if (quantized.count(e.name)) md.weights->add_quantized(e.name, quantized.at(e.name));
+        md.weights->own(std::shared_ptr<void>(st));
+        continue;
+      }
+      // Copy: one anonymous buffer per file, each tensor 64-byte aligned in
+      // it; a quantized matrix takes the interleaved layout (its scales inside
+      // the data, ops.h), which the decode GEMVs stream as one run of lines
+      // per block (docs/performance.md), and its scale tensor is not kept.
+      size_t total = 0;
+      for (const auto& e : st->tensors()) {
+        if (scales_of.count(e.name)) continue;
+        const auto q = quantized.find(e.name);
+        total += round_up64(q == quantized.end() ? size_t(e.end - e.begin)
+                                                 : kc::quant_interleaved_bytes(q->second.type, q->second.N, q->second.K,
+                                                                               q->second.group_size,
+                                                                               q->second.scale_dtype));
+      }
+      Buffer copy(std::max<size_t>(total, 64));
+      size_t at = 0;
+      for (const auto& e : st->tensors()) {
+        if (scales_of.count(e.name)) continue;
+        uint8_t* dst = copy.as<uint8_t>() + at;
+        TensorView v = stored.at(e.name);
+        const auto q = quantized.find(e.name);
+        if (q == quantized.end()) {
+          std::memcpy(dst, v.data, size_t(e.end - e.begin));
+          v.data = dst;
+          md.weights->add(e.name, v);
+          at += round_up64(size_t(e.end - e.begin));
+        } else {
+          const kc::QuantizedWeight il = kc::interleave_quant_scales(q->second, dst);
+          const size_t bytes = kc::quant_weight_bytes(il);
+          md.weights->add(e.name, TensorView{DType::U8, {int64_t(bytes)}, dst});
+          md.weights->add_quantized(e.name, il);
+          at += round_up64(bytes);
+        }
+      }
+      md.weights->own(std::move(copy));
     }
   } catch (const nlohmann::json::exception& e) {
     fail(desc_path, ": ", e.what());

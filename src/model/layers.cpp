@@ -42,32 +42,11 @@ Linear Linear::load(const WeightStore& w, const std::string& prefix, int64_t in,
   l.out = out;
   const std::string name = prefix + ".weight";
   const auto it = w.tensors().find(name);
-  if (it != w.tensors().end() && it->second.dtype == DType::U8) {
-    // Quantized: the shapes of the data and scale tensors give the scheme.
-    namespace kc = kernels::cpu;
-    const TensorView d = it->second;
-    const int64_t Np = kc::quant_padded_rows(out);
-    RINFER_CHECK(d.shape.size() == 2 && d.shape[0] == Np && (d.shape[1] == in || d.shape[1] * 2 == in), "tensor ",
-                 name, " (quantized) has shape ", shape_str(d.shape), ", expected [", Np, ", ", in, "] (q8) or [", Np,
-                 ", ", in / 2, "] (q4) for a [", out, ", ", in, "] matrix in ", w.source);
-    const std::string sname = name + ".qscale";
-    RINFER_CHECK(w.has(sname), "quantized tensor ", name, " has no scales (", sname, ") in ", w.source);
-    const TensorView s = w.tensors().at(sname);
-    RINFER_CHECK(s.shape.size() == 3 && s.shape[0] == Np / 16 && s.shape[2] == 16 && s.shape[1] > 0 &&
-                     in % s.shape[1] == 0 && (s.dtype == DType::F16 || s.dtype == DType::F32),
-                 "scales ", sname, " have dtype ", dtype_name(s.dtype), " shape ", shape_str(s.shape), ", expected [",
-                 Np / 16, ", K/group, 16] in ", w.source);
-    kc::QuantizedWeight q;
-    q.type = d.shape[1] == in ? kc::QuantType::Q8 : kc::QuantType::Q4;
-    q.N = out;
-    q.K = in;
-    q.group_size = in / s.shape[1];
-    q.scale_dtype = s.dtype;
-    q.data = d.data;
-    q.scales = s.data;
-    kc::check_quant_shape(q.type, q.N, q.K, q.group_size, q.scale_dtype);
-    l.weight = d;
-    l.qweight = q;
+  if (const kernels::cpu::QuantizedWeight* q = w.quantized(name)) {
+    RINFER_CHECK(q->N == out && q->K == in, "quantized tensor ", name, " is ", q->N, " x ", q->K, ", expected ", out,
+                 " x ", in, " in ", w.source);
+    l.weight = it->second;
+    l.qweight = *q;
     l.quantized = true;
   } else if (it != w.tensors().end() && it->second.dtype == DType::BF16 && it->second.shape.size() == 4) {
     // Blocked BF16 (the converter's default for projection matrices).
@@ -79,6 +58,8 @@ Linear Linear::load(const WeightStore& w, const std::string& prefix, int64_t in,
     l.blocked = true;
   } else {
     l.weight = w.get(name, {out, in});
+    RINFER_CHECK(l.weight.dtype != DType::U8, "tensor ", name, " is packed U8 data without a quantization scheme in ",
+                 w.source);
   }
   if (bias) l.bias = w.get_f32(prefix + ".bias", {out});
   return l;

@@ -17,10 +17,9 @@ namespace rinfer {
 // y[rows, out] = x[rows, in] W^T + b
 // The weight is either a float TensorView [out, in] (F32/F16/BF16), a BF16
 // one stored blocked ([out/8, in/32, 8, 32], blocked == true), or a
-// quantized Q8/Q4 matrix (quantized == true): then `weight` is the packed U8
-// data tensor (so weight.data is still non-null) and `qweight` the view the
-// kernels use, rebuilt from "<prefix>.weight" (U8 [Np, K] or [Np, K/2]) and
-// "<prefix>.weight.qscale" (F16 [Np/16, K/group, 16]); see convert/converter.h.
+// quantized Q8/Q4 matrix (quantized == true): then `qweight` is the view the
+// kernels use, as the loader registered it (WeightStore::quantized), and
+// `weight` its U8 data tensor (so weight.data is still non-null).
 struct Linear {
   TensorView weight;            // [out, in], or the packed data when quantized
   kernels::cpu::QuantizedWeight qweight;
@@ -42,11 +41,7 @@ struct Linear {
       kernels::cpu::matmul(x, rows, in, in, weight.data, weight.dtype, out, bias, y, out, pool);
   }
   // Bytes a forward pass reads: data + scales when quantized.
-  uint64_t bytes() const {
-    if (!quantized) return weight.nbytes();
-    return kernels::cpu::quant_data_bytes(qweight.type, qweight.N, qweight.K) +
-           kernels::cpu::quant_scale_bytes(qweight.N, qweight.K, qweight.group_size, qweight.scale_dtype);
-  }
+  uint64_t bytes() const { return quantized ? kernels::cpu::quant_weight_bytes(qweight) : weight.nbytes(); }
 };
 
 // Several Linears of one input (a layer's q/k/v, gate/up): outs[i] = x

@@ -10,6 +10,7 @@
 
 #include "core/buffer.h"
 #include "core/tensor.h"
+#include "kernels/cpu/ops.h"
 
 namespace rinfer {
 
@@ -25,11 +26,18 @@ class WeightStore {
   // As get(), and it must also be F32 (norm weights and biases are kept in f32).
   const float* get_f32(const std::string& name, const Shape& expected) const;
   const std::map<std::string, TensorView>& tensors() const { return tensors_; }
+  // Quantized matrices, by the name of their data tensor ("<prefix>.weight"),
+  // as the loader laid them out for the kernels (the interleaved layout where
+  // the weights are copied into memory: kernels/cpu/ops.h). Their bytes are
+  // the data tensor's (and, in the separate layout, its scale tensor's).
+  void add_quantized(const std::string& name, const kernels::cpu::QuantizedWeight& q);
+  const kernels::cpu::QuantizedWeight* quantized(const std::string& name) const;
   uint64_t total_bytes() const;
   std::string source;  // where the weights came from, for messages
 
  private:
   std::map<std::string, TensorView> tensors_;
+  std::map<std::string, kernels::cpu::QuantizedWeight> quantized_;
   std::vector<Buffer> buffers_;
   std::vector<std::shared_ptr<void>> holders_;
 };

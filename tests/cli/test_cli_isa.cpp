@@ -52,7 +52,7 @@ TEST(CliIsa, UnknownLevelIsAOneLineError) {
 // profile with fields changed (prefetch_tuning.h); bench reports the one in
 // use.
 TEST(CliIsa, DecodePrefetchProfileIsPinnedAndReported) {
-  for (const char* profile : {"default", "zen5", "zen5:q4_streams=1,bf16_streams=1", "zen5:q4_streams=4"}) {
+  for (const char* profile : {"default", "zen5", "zen5:q4_streams=1,bf16_streams=1", "zen5:q4_streams=2,q8_streams=1"}) {
     setenv("RINFER_DECODE_PREFETCH", profile, 1);
     TempDir tmp;
     const fs::path out = tmp.path / "bench.json";

@@ -33,6 +33,8 @@ TEST(DecodePrefetch, ProfilesDifferWhereMeasured) {
   EXPECT_EQ(z.bf16_t2, 0);
   EXPECT_EQ(d.bf16_nta, 0);
   EXPECT_GT(z.bf16_nta, 0);
+  EXPECT_GT(d.q8_t2, 0);
+  EXPECT_EQ(z.q8_t2, 0);  // none since the interleaved layout
   EXPECT_GT(d.q8_l2, 0);
   EXPECT_EQ(z.q8_l2, 0);
   EXPECT_EQ(d.q8_nta, 0);
@@ -41,13 +43,13 @@ TEST(DecodePrefetch, ProfilesDifferWhereMeasured) {
   EXPECT_TRUE(z.q8_one_thread);
   EXPECT_GT(d.q4_l2, 0);
   EXPECT_EQ(z.q4_l2, 0);
-  EXPECT_LT(z.q4_nta, d.q4_nta);  // zen5 3 KB ahead (two streams), default 4 KB
+  EXPECT_LT(z.q4_nta, d.q4_nta);  // zen5 1.5 KB ahead (four streams), default 4 KB
   EXPECT_EQ(d.bf16_streams, 1);
   EXPECT_EQ(d.q8_streams, 1);
   EXPECT_EQ(d.q4_streams, 1);
   EXPECT_EQ(z.bf16_streams, 4);
-  EXPECT_EQ(z.q8_streams, 1);
-  EXPECT_EQ(z.q4_streams, 2);
+  EXPECT_EQ(z.q8_streams, 4);
+  EXPECT_EQ(z.q4_streams, 4);
 }
 
 TEST(DecodePrefetch, EnvironmentOverridesAndRejectsUnknownNames) {

@@ -41,10 +41,11 @@ ThreadPool& pool(int n) {
 
 // A quantized weight owning its buffers (64-byte aligned).
 struct QW {
-  std::vector<uint8_t> data_buf, scale_buf;
+  std::vector<uint8_t> data_buf, scale_buf, il_buf;
   uint8_t* data = nullptr;
   uint8_t* scales = nullptr;
   QuantizedWeight w;
+  QuantizedWeight wi;      // the same values, interleaved (interleave_quant_scales)
   std::vector<float> deq;  // dequantized N x K
 };
 
@@ -68,6 +69,9 @@ std::unique_ptr<QW> make_qw(const std::vector<float>& src, int64_t N, int64_t K,
   q->w.scales = q->scales;
   q->deq.resize(size_t(N * K));
   dequantize_weights(q->w, q->deq.data());
+  const size_t il_bytes = quant_interleaved_bytes(t, N, K, gs, sdt);
+  q->wi = interleave_quant_scales(q->w, align64(q->il_buf, il_bytes));
+  if (q->il_buf.back() != 0xcd) ADD_FAILURE() << "interleave_quant_scales wrote past its size";
   return q;
 }
 
@@ -123,6 +127,10 @@ TEST(Quant, RoundTripWithinHalfAScaleAndFastEqualsReference) {
               }
             // padding rows of the last block: scale 0
             for (int64_t n = N; n < quant_padded_rows(N); ++n) ASSERT_EQ(stored_scale(q->w, n, 0), 0.0f);
+            // the interleaved copy holds the same values
+            std::vector<float> deqi(size_t(N * K));
+            dequantize_weights(q->wi, deqi.data());
+            ASSERT_EQ(deqi, q->deq) << quant_type_name(t) << " gs=" << gs << " interleaved";
             ++cases;
           }
   std::printf("  %d quantized shapes\n", cases);
@@ -159,6 +167,36 @@ TEST(Quant, SizesAndRejectedShapes) {
   EXPECT_THROW(matmul_q(x, 1, 64, 64, qw, nullptr, y, 1, pool(1)), Error);  // zero points: not yet
   qw.zeros = nullptr;
   EXPECT_THROW(matmul_q(x, 1, 32, 32, qw, nullptr, y, 1, pool(1)), Error);  // K mismatch
+}
+
+// The interleaved layout's bytes where ops.h says: per 16-row block, a
+// line of the next groups' scales (2 groups with F16, the second half zero
+// in an odd group count's last chunk; 1 with F32), then their data.
+TEST(Quant, InterleavedLayoutAsDocumented) {
+  std::mt19937 rng(7);
+  for (DType sdt : {DType::F16, DType::F32})
+    for (QuantType t : {QuantType::Q8, QuantType::Q4})
+      for (int64_t G : {1, 2, 3, 4}) {
+        const int64_t gs = 64, K = G * gs, N = 20, S = sdt == DType::F16 ? 32 : 64;
+        const int64_t D = (t == QuantType::Q8 ? 16 : 8) * gs, per_line = 64 / S;
+        const int64_t lines = (G + per_line - 1) / per_line, block = lines * 64 + G * D;
+        auto q = make_qw(random_floats(rng, size_t(N * K)), N, K, K, t, gs, sdt);
+        ASSERT_EQ(quant_interleaved_bytes(t, N, K, gs, sdt), size_t(2 * block));
+        ASSERT_TRUE(q->wi.interleaved);
+        ASSERT_EQ(q->wi.scales, nullptr);
+        const auto* il = static_cast<const uint8_t*>(q->wi.data);
+        for (int64_t b = 0; b < 2; ++b)
+          for (int64_t g = 0; g < G; ++g) {
+            const int64_t chunk = b * block + (g / per_line) * (64 + per_line * D);
+            EXPECT_EQ(std::memcmp(il + chunk + (g % per_line) * S, q->scales + (b * G + g) * S, size_t(S)), 0)
+                << "scales b=" << b << " g=" << g;
+            EXPECT_EQ(std::memcmp(il + chunk + 64 + (g % per_line) * D, q->data + b * G * D + g * D, size_t(D)), 0)
+                << "data b=" << b << " g=" << g;
+            if (g == G - 1 && g % per_line == 0 && per_line == 2) {
+              for (int64_t i = S; i < 64; ++i) EXPECT_EQ(il[chunk + i], 0) << "padding of the last line";
+            }
+          }
+      }
 }
 
 TEST(Quant, ActivationQuantizationBitExact) {
@@ -296,6 +334,15 @@ double check_matmul_q(const MCase& c, uint32_t seed, const char** path_seen = nu
       else if (first != y)
         ADD_FAILURE() << isa_name(isa) << " M=" << c.M << " K=" << c.K << " N=" << c.N
                       << ": result depends on the thread count";
+      // The interleaved layout: the same bits.
+      std::vector<float> yi(size_t(c.M * ldy), -7.0f);
+      matmul_q(x.data(), c.M, c.K, ldx, q->wi, b, yi.data(), ldy, pool(threads));
+      if (yi != y) {
+        ADD_FAILURE() << isa_name(isa) << " " << matmul_q_path(c.M, q->w) << " gs=" << c.gs
+                      << " sdt=" << dtype_name(c.sdt) << " M=" << c.M << " K=" << c.K << " N=" << c.N
+                      << " threads=" << threads << ": the interleaved layout gives other bits";
+        return worst;
+      }
     }
     set_quant_decode(QuantDecode::Auto);
   }
@@ -368,8 +415,11 @@ TEST(MatmulQ, MultiEqualsOneCallEach) {
             ws.push_back(make_qw(random_floats(rng, size_t(Ns[i] * K)), Ns[i], K, K, ti, gs, DType::F16));
             biases.push_back(random_floats(rng, size_t(Ns[i])));
           }
+          // (layout 0: separate scales; 1: interleaved; 2: the middle
+          // weight interleaved, the others not.)
           for (KernelLevel isa : supported_isas())
             for (const char* profile : {"default:q8_streams=2,q4_streams=2", "default", "default:q8_streams=4,q4_streams=4"})
+            for (int layout : {0, 1, 2})
             for (int threads : {1, 2}) {
               IsaScope scope(isa);
               PrefetchScope pscope(profile);
@@ -380,13 +430,14 @@ TEST(MatmulQ, MultiEqualsOneCallEach) {
                 got[i].assign(size_t(M * Ns[i]), 7.0f);
                 const float* b = i == 1 ? nullptr : biases[size_t(i)].data();
                 matmul_q(x.data(), M, K, ldx, ws[size_t(i)]->w, b, want[i].data(), Ns[i], pool(threads));
-                outs[i] = {&ws[size_t(i)]->w, b, got[i].data(), Ns[i]};
+                const bool il = layout == 1 || (layout == 2 && i == 1);
+                outs[i] = {il ? &ws[size_t(i)]->wi : &ws[size_t(i)]->w, b, got[i].data(), Ns[i]};
               }
               matmul_q_multi(x.data(), M, K, ldx, outs, 3, pool(threads));
               for (int i = 0; i < 3; ++i)
                 ASSERT_EQ(got[i], want[i]) << isa_name(isa) << " " << quant_type_name(t) << " gs=" << gs << " M=" << M
-                                           << " mixed=" << mixed << " " << profile << " threads=" << threads
-                                           << " weight " << i;
+                                           << " mixed=" << mixed << " " << profile << " layout " << layout
+                                           << " threads=" << threads << " weight " << i;
             }
         }
 }
@@ -427,11 +478,13 @@ TEST(MatmulQ, GateUpSiluEqualsTwoMatmulsThenSilu) {
           const float* pbg = with_bias ? bg.data() : nullptr;
           const float* pbu = with_bias ? bu.data() : nullptr;
           for (KernelLevel isa : supported_isas())
+            for (bool il : {false, true})
             for (int threads : {1, 2}) {
               IsaScope scope(isa);
-              check_gate_up_silu(x, M, K, ldx, wg->w, wu->w, pbg, pbu, N, ldy, threads);
+              check_gate_up_silu(x, M, K, ldx, il ? wg->wi : wg->w, il ? wu->wi : wu->w, pbg, pbu, N, ldy, threads);
               ASSERT_FALSE(HasFatalFailure()) << isa_name(isa) << " " << quant_type_name(t) << " gs=" << gs << " M=" << M
-                                              << " bias=" << with_bias << " threads=" << threads;
+                                              << " bias=" << with_bias << " interleaved=" << il
+                                              << " threads=" << threads;
             }
         }
   // K longer than the GEMM's k-block (8192): the tile cannot see the whole
@@ -696,13 +749,15 @@ TEST(MatmulQ, DecodePrefetchProfilesGiveTheSameBits) {
           for (int threads : {1, 2}) {
             PrefetchScope scope(profile);
             EXPECT_STREQ(decode_prefetch().name, profile);
-            std::vector<float> y(size_t(M * N), -7.0f);
-            matmul_q(x.data(), M, K, K, q->w, nullptr, y.data(), N, pool(threads));
-            if (want.empty())
-              want = y;
-            else
-              ASSERT_EQ(y, want) << isa_name(isa) << " " << quant_type_name(t) << " M=" << M << " " << profile
-                                 << " threads=" << threads;
+            for (bool il : {false, true}) {
+              std::vector<float> y(size_t(M * N), -7.0f);
+              matmul_q(x.data(), M, K, K, il ? q->wi : q->w, nullptr, y.data(), N, pool(threads));
+              if (want.empty())
+                want = y;
+              else
+                ASSERT_EQ(y, want) << isa_name(isa) << " " << quant_type_name(t) << " M=" << M << " " << profile
+                                   << " interleaved=" << il << " threads=" << threads;
+            }
           }
       }
     }

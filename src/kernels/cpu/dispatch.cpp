@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "kernels/cpu/impl.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant_layout.h"
 
 namespace rinfer::kernels::cpu {
 
@@ -440,14 +441,14 @@ constexpr int64_t kQGemvMaxM = 4;  // matmul_q: weight-only GEMV up to this many
 
 bool has_vnni() { return cpu_features().avx512_vnni; }
 
-// The rows [16 * b0, 16 * b1) of w as a QuantizedWeight of their own (the
-// packed layout is contiguous per 16-row block).
+// The rows [16 * b0, 16 * b1) of w as a QuantizedWeight of their own (both
+// layouts are contiguous per 16-row block).
 QuantizedWeight row_blocks(const QuantizedWeight& w, int64_t b0, int64_t b1) {
   QuantizedWeight v = w;
-  const int64_t G = w.K / w.group_size;
+  const QuantAddr qa = quant_addr(w);
   v.N = std::min(w.N, 16 * b1) - 16 * b0;
-  v.data = static_cast<const uint8_t*>(w.data) + b0 * int64_t(quant_data_bytes(w.type, 16, w.K));
-  v.scales = static_cast<const uint8_t*>(w.scales) + b0 * 16 * G * int64_t(dtype_size(w.scale_dtype));
+  v.data = static_cast<const uint8_t*>(w.data) + b0 * qa.d_block;
+  if (!w.interleaved) v.scales = qa.scales + b0 * qa.s_block;
   return v;
 }
 }  // namespace
@@ -465,6 +466,34 @@ size_t quant_data_bytes(QuantType type, int64_t N, int64_t K) {
 
 size_t quant_scale_bytes(int64_t N, int64_t K, int64_t group_size, DType scale_dtype) {
   return size_t(quant_padded_rows(N)) * size_t(K / group_size) * dtype_size(scale_dtype);
+}
+
+size_t quant_interleaved_bytes(QuantType type, int64_t N, int64_t K, int64_t group_size, DType scale_dtype) {
+  check_quant_shape(type, N, K, group_size, scale_dtype);
+  const int64_t G = K / group_size, per_line = scale_dtype == DType::F16 ? 2 : 1;
+  return quant_data_bytes(type, N, K) + size_t(quant_padded_rows(N) / 16 * ((G + per_line - 1) / per_line) * 64);
+}
+
+size_t quant_weight_bytes(const QuantizedWeight& w) {
+  if (w.interleaved) return quant_interleaved_bytes(w.type, w.N, w.K, w.group_size, w.scale_dtype);
+  return quant_data_bytes(w.type, w.N, w.K) + quant_scale_bytes(w.N, w.K, w.group_size, w.scale_dtype);
+}
+
+QuantizedWeight interleave_quant_scales(const QuantizedWeight& w, void* out) {
+  RINFER_CHECK(!w.interleaved && w.data && w.scales, "interleave_quant_scales: needs a weight with separate scales");
+  QuantizedWeight v = w;
+  v.data = out;
+  v.scales = nullptr;
+  v.interleaved = true;
+  std::memset(out, 0, quant_interleaved_bytes(w.type, w.N, w.K, w.group_size, w.scale_dtype));
+  const QuantAddr src = quant_addr(w), dst = quant_addr(v);
+  const int64_t G = w.K / w.group_size, D = quant_group_data_bytes(w), S = quant_group_scale_bytes(w);
+  for (int64_t b = 0; b < quant_padded_rows(w.N) / 16; ++b)
+    for (int64_t g = 0; g < G; ++g) {
+      std::memcpy(const_cast<uint8_t*>(dst.group_data(b, g)), src.group_data(b, g), size_t(D));
+      std::memcpy(const_cast<uint8_t*>(dst.group_scales(b, g)), src.group_scales(b, g), size_t(S));
+    }
+  return v;
 }
 
 void check_quant_shape(QuantType type, int64_t N, int64_t K, int64_t group_size, DType scale_dtype) {
@@ -556,7 +585,7 @@ void check_q_operand(const QuantizedWeight& w, int64_t K) {
   check_quant_shape(w.type, w.N, w.K, w.group_size, w.scale_dtype);
   RINFER_CHECK(K == w.K, "matmul_q: x has K = ", K, " but the weight has K = ", w.K);
   RINFER_CHECK(w.zeros == nullptr, "matmul_q: asymmetric (zero point) weights are not supported yet");
-  RINFER_CHECK(w.data && w.scales, "matmul_q: weight without data or scales");
+  RINFER_CHECK(w.data && (w.scales || w.interleaved), "matmul_q: weight without data or scales");
 }
 }  // namespace
 
@@ -641,7 +670,7 @@ void matmul_q_multi(const float* x, int64_t M, int64_t K, int64_t ldx, const QMa
   for (int i = 0; fuse && i < n; ++i) {
     const QuantizedWeight& w = *outs[i].w;
     fuse = (!gemv || decode_a8(w)) && w.type == outs[0].w->type && w.group_size == outs[0].w->group_size &&
-           w.K == K && w.zeros == nullptr && w.data && w.scales;
+           w.K == K && w.zeros == nullptr && w.data && (w.scales || w.interleaved);
   }
   if (!fuse) {
     for (int i = 0; i < n; ++i) matmul_q(x, M, K, ldx, *outs[i].w, outs[i].bias, outs[i].y, outs[i].ldy, pool);

@@ -13,6 +13,7 @@
 #include "kernels/cpu/owned_ranges.h"
 #include "kernels/cpu/prefetch_tuning.h"
 #include "kernels/cpu/qgemv_dispatch.h"
+#include "kernels/cpu/quant_layout.h"
 
 #if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
 #error "kernels_avx2.cpp must be compiled with the AVX2 flags (see rinfer_simd_flags)"
@@ -518,11 +519,12 @@ void gemm(const MatmulArgs& a, const Runner& runner) {
 //    reuses its micro-kernel.
 constexpr int64_t kQGemvRowsPerTask = 64;
 
-inline __m256 load_scales8(const QuantizedWeight& w, int64_t idx) {
-  if (w.scale_dtype == DType::F16)
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w.scales) + idx)));
-  return _mm256_loadu_ps(static_cast<const float*>(w.scales) + idx);
+// 8 row scales at p (a group's QuantAddr::group_scales, + 8 for rows 8-15) as f32.
+inline __m256 load_scales8(const uint8_t* p, DType scale_dtype) {
+  if (scale_dtype == DType::F16) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
 }
+inline int64_t half_scale_bytes(const QuantizedWeight& w) { return w.scale_dtype == DType::F16 ? 16 : 32; }
 inline __m256i load8_u8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
 
 struct QGemvCtx {
@@ -537,7 +539,7 @@ void qgemv_half(const QGemvCtx& c, int64_t b, int h, int64_t m) {
   const QMatmulArgs& a = *c.a;
   const QuantizedWeight& w = *a.w;
   const int64_t K = a.K, gs = w.group_size, G = K / gs;
-  const uint8_t* wb = static_cast<const uint8_t*>(w.data) + b * (Q4 ? 8 * K : 16 * K) + 32 * h;
+  const QuantAddr qa = quant_addr(w);
   const float* x = a.x + m * a.ldx;
   const __m256i iota_div4 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
   const __m256i low4 = _mm256_set1_epi32(15);
@@ -546,15 +548,14 @@ void qgemv_half(const QGemvCtx& c, int64_t b, int h, int64_t m) {
   for (int64_t g = 0; g < G; ++g) {
     __m256 t[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     const int64_t k0 = g * gs;
+    const uint8_t* p = qa.group_data(b, g) + 32 * h;
     if constexpr (!Q4) {
-      const uint8_t* p = wb + (k0 / 4) * 64;
       for (int64_t s = 0; s < gs / 4; ++s, p += 64) {
         const __m256 xv = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(x + k0 + 4 * s));
 #pragma GCC unroll 4
         for (int q = 0; q < 4; ++q) t[q] = _mm256_fmadd_ps(xv, _mm256_cvtepi32_ps(load8_u8(p + 8 * q)), t[q]);
       }
     } else {
-      const uint8_t* p = wb + (k0 / 8) * 64;
       for (int64_t s = 0; s < gs / 8; ++s, p += 64) {
         const __m256 xlo = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(x + k0 + 8 * s));
         const __m256 xhi = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(x + k0 + 8 * s + 4));
@@ -566,7 +567,7 @@ void qgemv_half(const QGemvCtx& c, int64_t b, int h, int64_t m) {
         }
       }
     }
-    const __m256 s8 = load_scales8(w, (b * G + g) * 16 + 8 * h);
+    const __m256 s8 = load_scales8(qa.group_scales(b, g) + h * half_scale_bytes(w), w.scale_dtype);
 #pragma GCC unroll 4
     for (int q = 0; q < 4; ++q)
       acc[q] = _mm256_fmadd_ps(t[q], _mm256_permutevar8x32_ps(s8, _mm256_add_epi32(iota_div4, _mm256_set1_epi32(2 * q))),
@@ -616,20 +617,23 @@ void qgemv_task(void* p, int64_t task, int) {
 
 // dst[k][16] (k < kcl) = dequantized W[16 b + j, k0 + k]; k0, kcl multiples of 8.
 void pack_q_sliver(const QuantizedWeight& w, int64_t b, int64_t k0, int64_t kcl, float* dst) {
-  const int64_t K = w.K, gs = w.group_size, G = K / gs;
+  const int64_t gs = w.group_size;
   const bool q4 = w.type == QuantType::Q4;
-  const uint8_t* wb = static_cast<const uint8_t*>(w.data) + b * (q4 ? 8 * K : 16 * K);
+  const QuantAddr qa = quant_addr(w);
   const __m256 off = _mm256_set1_ps(q4 ? 8.0f : 128.0f);
   const __m256i m8 = _mm256_set1_epi32(q4 ? 15 : 255);
   for (int h = 0; h < 2; ++h) {
     __m256 s8 = _mm256_setzero_ps();
     int64_t cur_g = -1;
+    const uint8_t* gd = nullptr;  // the data of group cur_g
     for (int64_t k = k0; k < k0 + kcl; k += q4 ? 8 : 4) {
       if (k / gs != cur_g) {
         cur_g = k / gs;
-        s8 = load_scales8(w, (b * G + cur_g) * 16 + 8 * h);
+        s8 = load_scales8(qa.group_scales(b, cur_g) + h * half_scale_bytes(w), w.scale_dtype);
+        gd = qa.group_data(b, cur_g);
       }
-      const __m256i d = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + (q4 ? k / 8 : k / 4) * 64 + 32 * h));
+      const int64_t kg = k - cur_g * gs;  // k inside the group
+      const __m256i d = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gd + (q4 ? kg / 8 : kg / 4) * 64 + 32 * h));
       float* o = dst + (k - k0) * 16 + 8 * h;
 #pragma GCC unroll 4
       for (int kk = 0; kk < 4; ++kk) {
@@ -1494,10 +1498,9 @@ template <bool Q4, int GS, bool PF, int NB>
 void qgemv_a8_block(const QBlk* blk, int64_t m) {
   const QGemvA8Ctx& c = *blk[0].c;
   const int64_t K = c.a->K, K4 = K / 4, G = K / GS;
-  const uint8_t* wb[NB];
+  QuantAddr qa[NB];
 #pragma GCC unroll 2
-  for (int j = 0; j < NB; ++j)
-    wb[j] = static_cast<const uint8_t*>(blk[j].c->a->w->data) + blk[j].b * (Q4 ? 8 * K : 16 * K);
+  for (int j = 0; j < NB; ++j) qa[j] = quant_addr(*blk[j].c->a->w);
   const int32_t* xq = c.xq + m * K4;
   const int64_t q4_nta = c.pf->q4_nta, q4_l2 = c.pf->q4_l2;
   const __m256i ones = _mm256_set1_epi16(1), low4 = _mm256_set1_epi8(15), flip = _mm256_set1_epi8(char(0x80));
@@ -1516,7 +1519,7 @@ void qgemv_a8_block(const QBlk* blk, int64_t m) {
         const __m256i xs = _mm256_set1_epi32(xq[k4 + t]), xm = _mm256_set1_epi32(xa[k4 + t]);
 #pragma GCC unroll 2
         for (int j = 0; j < NB; ++j) {
-          const uint8_t* p = wb[j] + (k4 + t) * 64;
+          const uint8_t* p = qa[j].group_data(blk[j].b, g) + t * 64;
 #pragma GCC unroll 2
           for (int h = 0; h < 2; ++h) {
             const __m256i q = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * h)), flip);
@@ -1530,7 +1533,7 @@ void qgemv_a8_block(const QBlk* blk, int64_t m) {
         const __m256i xl = _mm256_set1_epi32(xq[k4 + 2 * t]), xh = _mm256_set1_epi32(xq[k4 + 2 * t + 1]);
 #pragma GCC unroll 2
         for (int j = 0; j < NB; ++j) {
-          const uint8_t* p = wb[j] + (k4 / 2 + t) * 64;
+          const uint8_t* p = qa[j].group_data(blk[j].b, g) + t * 64;
           if (q4_nta) prefetch_nta(p + q4_nta);
           if (q4_l2 && t % 4 == 0) prefetch_l2(p + q4_l2);
 #pragma GCC unroll 2
@@ -1547,13 +1550,14 @@ void qgemv_a8_block(const QBlk* blk, int64_t m) {
 #pragma GCC unroll 2
     for (int j = 0; j < NB; ++j) {
       const QuantizedWeight& w = *blk[j].c->a->w;
-      const int64_t si = (blk[j].b * G + g) * 16;
-      if constexpr (PF)
-        _mm_prefetch(static_cast<const char*>(w.scales) + si * (w.scale_dtype == DType::F16 ? 2 : 4) + kScalePrefetch,
-                     _MM_HINT_T1);
+      const uint8_t* sp = qa[j].group_scales(blk[j].b, g);
+      // (Interleaved scales are in the weight stream, prefetched with it.)
+      if (PF && !w.interleaved) _mm_prefetch(reinterpret_cast<const char*>(sp) + kScalePrefetch, _MM_HINT_T1);
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h)
-        acc[j][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[j][h]), _mm256_mul_ps(load_scales8(w, si + 8 * h), sx), acc[j][h]);
+        acc[j][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[j][h]),
+                                    _mm256_mul_ps(load_scales8(sp + h * half_scale_bytes(w), w.scale_dtype), sx),
+                                    acc[j][h]);
     }
   }
 #pragma GCC unroll 2

@@ -33,6 +33,7 @@
 #include "kernels/cpu/owned_ranges.h"
 #include "kernels/cpu/prefetch_tuning.h"
 #include "kernels/cpu/qgemv_dispatch.h"
+#include "kernels/cpu/quant_layout.h"
 
 #if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || !defined(__AVX512DQ__) || \
     !defined(__FMA__) || !defined(__F16C__)
@@ -1948,10 +1949,10 @@ constexpr int64_t kQ4ScalePrefetch = 2048;
 // 16 KB +5 %. (kQ8L2Prefetch = 24576 on Zen 4; on Zen 5 the T2 prefetch
 // alone, on one thread too, reads faster: DecodePrefetch::q8_*.)
 
-inline __m512 load_scales16(const QuantizedWeight& w, int64_t idx) {
-  if (w.scale_dtype == DType::F16)
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(w.scales) + idx)));
-  return _mm512_loadu_ps(static_cast<const float*>(w.scales) + idx);
+// The 16 row scales of one group at p (QuantAddr::group_scales) as f32.
+inline __m512 load_scales16(const uint8_t* p, DType scale_dtype) {
+  if (scale_dtype == DType::F16) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_loadu_ps(reinterpret_cast<const float*>(p));
 }
 
 inline int64_t q_block_bytes(const QuantizedWeight& w) { return w.type == QuantType::Q8 ? 16 * w.K : 8 * w.K; }
@@ -1968,7 +1969,7 @@ void qgemv_block(const QGemvCtx& c, int64_t b, int64_t m0) {
   const QMatmulArgs& a = *c.a;
   const QuantizedWeight& w = *a.w;
   const int64_t K = a.K, gs = w.group_size, G = K / gs;
-  const uint8_t* wb = static_cast<const uint8_t*>(w.data) + b * q_block_bytes(w);
+  const QuantAddr qa = quant_addr(w);
   const __m512i iota_div4 = _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2);
   __m512i rep[4];
 #pragma GCC unroll 4
@@ -1991,8 +1992,8 @@ void qgemv_block(const QGemvCtx& c, int64_t b, int64_t m0) {
 #pragma GCC unroll 4
       for (int q = 0; q < 4; ++q) t[m][q] = _mm512_setzero_ps();
     const int64_t k0 = g * gs;
+    const uint8_t* p = qa.group_data(b, g);
     if constexpr (!Q4) {
-      const uint8_t* p = wb + (k0 / 4) * 64;
 #pragma GCC unroll 4
       for (int64_t s = 0; s < gs / 4; ++s, p += 64) {
         __m512 xv[MR];
@@ -2006,7 +2007,6 @@ void qgemv_block(const QGemvCtx& c, int64_t b, int64_t m0) {
         }
       }
     } else {
-      const uint8_t* p = wb + (k0 / 8) * 64;
 #pragma GCC unroll 2
       for (int64_t s = 0; s < gs / 8; ++s, p += 64) {
         __m512 xlo[MR], xhi[MR];
@@ -2025,7 +2025,7 @@ void qgemv_block(const QGemvCtx& c, int64_t b, int64_t m0) {
         }
       }
     }
-    const __m512 s16 = load_scales16(w, (b * G + g) * 16);
+    const __m512 s16 = load_scales16(qa.group_scales(b, g), w.scale_dtype);
 #pragma GCC unroll 4
     for (int q = 0; q < 4; ++q) {
       const __m512 sq = _mm512_permutexvar_ps(rep[q], s16);
@@ -2115,10 +2115,9 @@ void qgemv_a8_block(const QBlk* blk) {
   const QGemvA8Ctx& c = *blk[0].c;
   const int64_t K = c.a->K, K4 = K / 4, G = K / GS;
   constexpr int64_t gs = GS;
-  const uint8_t* wb[NB];
+  QuantAddr qa[NB];
 #pragma GCC unroll 4
-  for (int j = 0; j < NB; ++j)
-    wb[j] = static_cast<const uint8_t*>(blk[j].c->a->w->data) + blk[j].b * q_block_bytes(*blk[j].c->a->w);
+  for (int j = 0; j < NB; ++j) qa[j] = quant_addr(*blk[j].c->a->w);
   const int64_t q8_t2 = c.pf->q8_t2, q8_l2 = c.pf->q8_l2, q8_nta = c.pf->q8_nta, q4_nta = c.pf->q4_nta,
                 q4_l2 = c.pf->q4_l2;
   const __m512i low4 = _mm512_set1_epi8(15);
@@ -2142,7 +2141,7 @@ void qgemv_a8_block(const QBlk* blk) {
       for (int64_t s = 0; s < gs / 4; s += 2) {
 #pragma GCC unroll 4
         for (int j = 0; j < NB; ++j) {
-          const uint8_t* p = wb[j] + k4 * 64;
+          const uint8_t* p = qa[j].group_data(blk[j].b, g);
           const __m512i v0 = _mm512_loadu_si512(p + s * 64), v1 = _mm512_loadu_si512(p + s * 64 + 64);
           if (PF && s % kSparsePrefetchLines == 0) {
             if (q8_t2) _mm_prefetch(reinterpret_cast<const char*>(p + s * 64 + q8_t2), _MM_HINT_T2);
@@ -2167,7 +2166,7 @@ void qgemv_a8_block(const QBlk* blk) {
       for (int64_t s = 0; s < gs / 8; ++s) {
 #pragma GCC unroll 4
         for (int j = 0; j < NB; ++j) {
-          const uint8_t* p = wb[j] + (k4 / 2) * 64;
+          const uint8_t* p = qa[j].group_data(blk[j].b, g);
           const __m512i l = _mm512_loadu_si512(p + s * 64);
           if (q4_nta) prefetch_nta(p + s * 64 + q4_nta);
           if (q4_l2 && s % 4 == 0) prefetch_l2(p + s * 64 + q4_l2);
@@ -2187,12 +2186,10 @@ void qgemv_a8_block(const QBlk* blk) {
 #pragma GCC unroll 4
     for (int j = 0; j < NB; ++j) {
       const QuantizedWeight& w = *blk[j].c->a->w;
-      const int64_t b = blk[j].b;
-      if constexpr (PF)
-        _mm_prefetch(static_cast<const char*>(w.scales) + (b * G + g) * 16 * (w.scale_dtype == DType::F16 ? 2 : 4) +
-                         kQ4ScalePrefetch,
-                     _MM_HINT_T1);
-      const __m512 s16 = load_scales16(w, (b * G + g) * 16);
+      const uint8_t* sp = qa[j].group_scales(blk[j].b, g);
+      // (Interleaved scales are in the weight stream, prefetched with it.)
+      if (PF && !w.interleaved) _mm_prefetch(reinterpret_cast<const char*>(sp) + kQ4ScalePrefetch, _MM_HINT_T1);
+      const __m512 s16 = load_scales16(sp, w.scale_dtype);
 #pragma GCC unroll 4
       for (int m = 0; m < MR; ++m)
         accf[j][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0[j][m], a1[j][m])),
@@ -2441,19 +2438,30 @@ void qgemm_task(void* p, int64_t task, int) {
       for (int v = 0; v < nv; ++v) {
         const int64_t blk = gated ? b : b + v;
         const QuantizedWeight& wv = gated && v == 1 ? *c.up->w : w;
-        const uint8_t* data = static_cast<const uint8_t*>(wv.data);
+        const QuantAddr qa = quant_addr(wv);
         msk[v] = tail_mask(imax(0, w.N - 16 * blk));
         for (int64_t g = 0; g < ng; ++g)
-          _mm512_store_ps(sp + (g * nv + v) * 16, load_scales16(wv, (blk * G + k0 / gs + g) * 16));
-        if (!q4) {
-          wp[v] = data + blk * 16 * K + (k0 / 4) * 64;
+          _mm512_store_ps(sp + (g * nv + v) * 16, load_scales16(qa.group_scales(blk, k0 / gs + g), wv.scale_dtype));
+        uint8_t* dst = unpacked + v * (c.kc / 4) * 64;
+        if (!q4 && !wv.interleaved) {
+          wp[v] = qa.group_data(blk, k0 / gs);  // the sliver's lines are contiguous: read in place
+        } else if (!q4) {
+          // Interleaved Q8: the sliver's groups gathered into one run of lines.
+          for (int64_t g = 0; g < ng; ++g) {
+            const uint8_t* src = qa.group_data(blk, k0 / gs + g);
+            for (int64_t j = 0; j < gs / 4; ++j)
+              _mm512_store_si512(dst + (g * gs / 4 + j) * 64, _mm512_loadu_si512(src + j * 64));
+          }
+          wp[v] = dst;
         } else {
-          const uint8_t* src = data + blk * 8 * K + (k0 / 8) * 64;
-          uint8_t* dst = unpacked + v * (c.kc / 4) * 64;
-          for (int64_t j = 0; j < kcl / 8; ++j) {
-            const __m512i l = _mm512_loadu_si512(src + j * 64);
-            _mm512_store_si512(dst + (2 * j) * 64, _mm512_and_si512(l, low4));
-            _mm512_store_si512(dst + (2 * j + 1) * 64, _mm512_and_si512(_mm512_srli_epi16(l, 4), low4));
+          for (int64_t g = 0; g < ng; ++g) {
+            const uint8_t* src = qa.group_data(blk, k0 / gs + g);
+            uint8_t* d = dst + g * (gs / 4) * 64;
+            for (int64_t j = 0; j < gs / 8; ++j) {
+              const __m512i l = _mm512_loadu_si512(src + j * 64);
+              _mm512_store_si512(d + (2 * j) * 64, _mm512_and_si512(l, low4));
+              _mm512_store_si512(d + (2 * j + 1) * 64, _mm512_and_si512(_mm512_srli_epi16(l, 4), low4));
+            }
           }
           wp[v] = dst;
         }
@@ -2866,9 +2874,14 @@ void matmul_q_gemv_a8_multi(const QMatmulArgs* as, int n, const Runner& runner) 
                      runner.n_threads > 1 || (as[i].w->type == QuantType::Q8 && pf.q8_one_thread), &pf},
           (as[i].w->N + 15) / 16);
   // Two streams up to M = 2, four at M = 1 (acc[NB][MR] and the group's
-  // two int32 sums per (block, row) in registers).
+  // two int32 sums per (block, row) in registers). Four only on interleaved
+  // weights: with the separate scale array each weight stream brings a
+  // scale stream, and four of each read slower than two (0.94-0.96 of two
+  // in the model on Zen 5; docs/performance.md).
+  bool interleaved = true;
+  for (int i = 0; i < n; ++i) interleaved &= as[i].w->interleaved;
   int streams = w.type == QuantType::Q4 ? pf.q4_streams : pf.q8_streams;
-  if (streams == 4 && a.M > 1) streams = 2;
+  if (streams == 4 && (a.M > 1 || !interleaved)) streams = 2;
   if (a.M > 2 || j.n_blocks() < streams * runner.n_threads) streams = 1;
   const int64_t block_bytes = q_block_bytes(w) + (a.K / gs) * 16 * (w.scale_dtype == DType::F16 ? 2 : 4);
   j.run(runner, streams, kGemvClaimBytes / block_bytes);

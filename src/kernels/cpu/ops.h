@@ -233,6 +233,14 @@ void store_kv(const PagedKV& kv, int64_t slot, const float* k, const float* v);
 //        (n/16) * 8K + (k/8) * 64 + (n%16) * 4 + k%4
 //    low nibble for k % 8 < 4, high nibble for k % 8 >= 4.
 //  - scales: [Np/16][K/group_size][16 rows] of scale_dtype (F16 or F32).
+// Interleaved variant (`interleaved`, made by interleave_quant_scales): the
+// scales live inside `data`. Each 16-row block is a run of chunks, one
+// 64-byte line holding the 16 scales of the next 2 groups (F16; the second
+// half zero when a block's last chunk has one group) or of the next group
+// (F32), followed by those groups' data lines as above; blocks follow one
+// another (quant_interleaved_bytes). A decode GEMV then streams one run of
+// lines per block instead of a data run and a scale run. quant_layout.h
+// addresses both layouts.
 // Requirements: group_size in {32, 64, 128}, K % group_size == 0, data and
 // scales 64-byte aligned for best speed (any alignment works).
 enum class QuantType : uint8_t { Q8, Q4 };
@@ -244,7 +252,9 @@ struct QuantizedWeight {
   int64_t group_size = 32;
   DType scale_dtype = DType::F16;  // F16 or F32
   const void* data = nullptr;      // quant_data_bytes(type, N, K) bytes, layout above
-  const void* scales = nullptr;    // quant_scale_bytes(N, K, group_size, scale_dtype) bytes
+                                   // (interleaved: quant_interleaved_bytes(...))
+  const void* scales = nullptr;    // quant_scale_bytes(N, K, group_size, scale_dtype) bytes (unused when interleaved)
+  bool interleaved = false;        // the scales are inside data (see above)
   // Reserved for asymmetric (GPTQ/AWQ-style) per-group zero points, same
   // [Np/16][K/group_size][16] indexing as scales. Must be nullptr for now: the
   // zero point is then the fixed offset 128 (Q8) / 8 (Q4).
@@ -255,6 +265,13 @@ bool quant_group_size_supported(int64_t group_size);  // 32, 64 or 128
 int64_t quant_padded_rows(int64_t N);                  // round_up(N, 16)
 size_t quant_data_bytes(QuantType type, int64_t N, int64_t K);
 size_t quant_scale_bytes(int64_t N, int64_t K, int64_t group_size, DType scale_dtype);
+// Bytes of w in its layout: data + scales, or the interleaved data.
+size_t quant_weight_bytes(const QuantizedWeight& w);
+size_t quant_interleaved_bytes(QuantType type, int64_t N, int64_t K, int64_t group_size, DType scale_dtype);
+// Write w (separate layout) into `out` (quant_interleaved_bytes) in the
+// interleaved layout; returns the view of it (out, interleaved = true). The
+// same values: every kernel gives the same bits on either.
+QuantizedWeight interleave_quant_scales(const QuantizedWeight& w, void* out);
 // Fails (rinfer::Error naming the problem) on an unsupported group size, K not
 // a multiple of it, a scale dtype other than F16/F32 or N, K <= 0.
 void check_quant_shape(QuantType type, int64_t N, int64_t K, int64_t group_size, DType scale_dtype);

@@ -51,7 +51,17 @@ constexpr DecodePrefetch kDefault{"default", 12288, 0, 12288, 24576, 0, false, 4
 //    Q8 streams were not faster: 0.94-0.96 with the same distances,
 //    0.97-1.06 with Q4's nta at 1-1.5 KB (one thread) and 0.96-0.99 (two);
 //    two Q8 streams with the nta: 0.98-1.03 of one.
-constexpr DecodePrefetch kZen5{"zen5", 0, 768, 12288, 0, 3072, true, 3072, 0, 4, 1, 2};
+//  - then the quantized weights interleaved with their scales in memory
+//    (QuantizedWeight::interleaved, how a copied model is laid out), four
+//    Q4 and Q8 streams, the nta 1.5 KB (Q4) and 1 KB (Q8) ahead, and no
+//    Q8 T2 prefetch: bench_gemv_pairs --interleaved, gate_up shape, 40
+//    rounds, profiles in turn, against this profile's former values on
+//    the separate layout: Q4 1 thread 31.2-31.9 -> 34.2-35.3 GB/s, 2
+//    threads 58.8 -> 64.0-66.1; Q8 28.6-29.0 -> 34.3-34.5, 55.8-56.5 ->
+//    66.6-66.7 (Q4 nta 1 and 2 KB alike, Q8 nta 1.5 KB 33.0-33.3 and
+//    63.4, 2 KB 31.3-31.6 and 61.4-62.0). (Separate-layout weights, i.e.
+//    --weights mmap, read at most two streams: matmul_q_gemv_a8_multi.)
+constexpr DecodePrefetch kZen5{"zen5", 0, 768, 0, 0, 1024, true, 1536, 0, 4, 4, 4};
 
 const DecodePrefetch* by_name(const std::string& v) {
   if (v == kDefault.name) return &kDefault;

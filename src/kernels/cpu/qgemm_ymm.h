@@ -20,6 +20,7 @@
 
 #include "kernels/cpu/impl.h"
 #include "kernels/cpu/owned_ranges.h"
+#include "kernels/cpu/quant_layout.h"
 
 namespace rinfer::kernels::cpu::detail {
 namespace {
@@ -146,14 +147,13 @@ inline void qymm_store(const float (*accf)[16], const float* sx, float* c, int64
   }
 }
 
-// 16 scales of one group of one block as f32.
-inline void qymm_load_scales16(const QuantizedWeight& w, int64_t idx, float* out) {
-  if (w.scale_dtype == DType::F16) {
-    const auto* h = static_cast<const uint16_t*>(w.scales) + idx;
-    _mm256_store_ps(out, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h))));
-    _mm256_store_ps(out + 8, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + 8))));
+// The 16 scales of one group at p (QuantAddr::group_scales) as f32.
+inline void qymm_load_scales16(const uint8_t* p, DType scale_dtype, float* out) {
+  if (scale_dtype == DType::F16) {
+    _mm256_store_ps(out, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+    _mm256_store_ps(out + 8, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16))));
   } else {
-    memcpy(out, static_cast<const float*>(w.scales) + idx, 16 * sizeof(float));
+    memcpy(out, p, 16 * sizeof(float));
   }
 }
 
@@ -177,26 +177,34 @@ void qymm_gemm_task(void* p, int64_t task, int) {
   auto* unpacked = reinterpret_cast<uint8_t*>(buf);
   float* sp = buf + 4 * c.kc;
   const __m256i low4 = _mm256_set1_epi8(15);
-  const auto* data = static_cast<const uint8_t*>(w.data);
+  const QuantAddr qa = quant_addr(w);
   for (int64_t kb = 0; kb < c.n_kb; ++kb) {
     const int64_t k0 = kb * c.kc, kcl = qymm_imin(c.kc, K - k0), ng = kcl / gs;
     const QYmmMicroFn full = Kernel::micro_for(mr_tile, gs);
     for (int64_t b = bb0; b < bb1; ++b) {
-      for (int64_t g = 0; g < ng; ++g) qymm_load_scales16(w, (b * G + k0 / gs + g) * 16, sp + g * 16);
+      for (int64_t g = 0; g < ng; ++g) qymm_load_scales16(qa.group_scales(b, k0 / gs + g), w.scale_dtype, sp + g * 16);
       const uint8_t* wp;
-      if (!q4) {
-        wp = data + b * 16 * K + (k0 / 4) * 64;
+      if (!q4 && !w.interleaved) {
+        wp = qa.group_data(b, k0 / gs);  // the k-block's lines are contiguous: read in place
+      } else if (!q4) {
+        // Interleaved Q8: the k-block's groups gathered into one run of lines.
+        for (int64_t g = 0; g < ng; ++g)
+          memcpy(unpacked + g * (gs / 4) * 64, qa.group_data(b, k0 / gs + g), size_t(gs / 4) * 64);
+        wp = unpacked;
       } else {
         // A packed line of 8 k holds two VNNI lines: the low nibbles (k
         // quad 2j) and the high ones (2j + 1).
-        const uint8_t* src = data + b * 8 * K + (k0 / 8) * 64;
-        for (int64_t j = 0; j < kcl / 8; ++j)
-          for (int h = 0; h < 2; ++h) {
-            const __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + j * 64 + 32 * h));
-            _mm256_store_si256(reinterpret_cast<__m256i*>(unpacked + 2 * j * 64 + 32 * h), _mm256_and_si256(l, low4));
-            _mm256_store_si256(reinterpret_cast<__m256i*>(unpacked + (2 * j + 1) * 64 + 32 * h),
-                               _mm256_and_si256(_mm256_srli_epi16(l, 4), low4));
-          }
+        for (int64_t g = 0; g < ng; ++g) {
+          const uint8_t* src = qa.group_data(b, k0 / gs + g);
+          uint8_t* dst = unpacked + g * (gs / 4) * 64;
+          for (int64_t j = 0; j < gs / 8; ++j)
+            for (int h = 0; h < 2; ++h) {
+              const __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + j * 64 + 32 * h));
+              _mm256_store_si256(reinterpret_cast<__m256i*>(dst + 2 * j * 64 + 32 * h), _mm256_and_si256(l, low4));
+              _mm256_store_si256(reinterpret_cast<__m256i*>(dst + (2 * j + 1) * 64 + 32 * h),
+                                 _mm256_and_si256(_mm256_srli_epi16(l, 4), low4));
+            }
+        }
         wp = unpacked;
       }
       const int64_t n0 = 16 * b, ncols = qymm_imin(16, w.N - n0);

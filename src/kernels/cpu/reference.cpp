@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant_layout.h"
 
 namespace rinfer::kernels::cpu::reference {
 
@@ -154,15 +155,18 @@ void quantize_row_i8(const float* x, int64_t n, int8_t* q, float* scale) {
 namespace {
 int64_t pad16(int64_t n) { return (n + 15) / 16 * 16; }
 
-float read_scale(const QuantizedWeight& w, int64_t idx) {
-  return w.scale_dtype == DType::F16 ? f16_to_f32(static_cast<const uint16_t*>(w.scales)[idx])
-                                     : static_cast<const float*>(w.scales)[idx];
+// The scale of W[n, k] (either layout: quant_layout.h).
+float read_scale(const QuantizedWeight& w, int64_t n, int64_t k) {
+  const uint8_t* p = quant_addr(w).group_scales(n / 16, k / w.group_size);
+  if (w.scale_dtype == DType::F16) return f16_to_f32(reinterpret_cast<const uint16_t*>(p)[n % 16]);
+  return reinterpret_cast<const float*>(p)[n % 16];
 }
 // Unsigned stored value u (q = u - offset) of W[n, k].
 int quant_u(const QuantizedWeight& w, int64_t n, int64_t k) {
-  const auto* d = static_cast<const uint8_t*>(w.data);
-  if (w.type == QuantType::Q8) return d[(n / 16) * 16 * w.K + (k / 4) * 64 + (n % 16) * 4 + k % 4];
-  const uint8_t b = d[(n / 16) * 8 * w.K + (k / 8) * 64 + (n % 16) * 4 + k % 4];
+  const uint8_t* d = quant_addr(w).group_data(n / 16, k / w.group_size);
+  const int64_t kg = k % w.group_size;  // k inside its group
+  if (w.type == QuantType::Q8) return d[(kg / 4) * 64 + (n % 16) * 4 + k % 4];
+  const uint8_t b = d[(kg / 8) * 64 + (n % 16) * 4 + k % 4];
   return (k % 8) < 4 ? (b & 15) : (b >> 4);
 }
 }  // namespace
@@ -245,7 +249,7 @@ void matmul_q(const float* x, int64_t M, int64_t K, int64_t ldx, const Quantized
       for (int64_t g = 0; g < K / gs; ++g) {
         double part = 0;
         for (int64_t k = g * gs; k < (g + 1) * gs; ++k) part += xr[size_t(k)] * double(quant_u(w, n, k) - off);
-        acc += part * read_scale(w, ((n / 16) * (K / gs) + g) * 16 + n % 16);
+        acc += part * read_scale(w, n, g * gs);
       }
       y[m * ldy + n] = float(acc * sx + (bias ? bias[n] : 0.0));
     }
@@ -255,10 +259,9 @@ void matmul_q(const float* x, int64_t M, int64_t K, int64_t ldx, const Quantized
 // Exposed for dequantize_weights (ops.h) below.
 void dequantize_rows(const QuantizedWeight& w, float* out) {
   const int off = w.type == QuantType::Q8 ? 128 : 8;
-  const int64_t G = w.K / w.group_size;
   for (int64_t n = 0; n < w.N; ++n)
     for (int64_t k = 0; k < w.K; ++k)
-      out[n * w.K + k] = read_scale(w, ((n / 16) * G + k / w.group_size) * 16 + n % 16) * float(quant_u(w, n, k) - off);
+      out[n * w.K + k] = read_scale(w, n, k) * float(quant_u(w, n, k) - off);
 }
 
 }  // namespace rinfer::kernels::cpu::reference
