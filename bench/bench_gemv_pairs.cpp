@@ -16,19 +16,20 @@
 //
 // Kernels (by default the TinyLlama-1.1B gate_up shape, K 2048 x N 5632; --k/--n; weights cold:
 // each call reads another copy of the --arena-mb arena):
-//   q4   W4A8 GEMV, Q4 group 32 (matmul_q, M = 1)
-//   q8   W8A8 GEMV, Q8 group 128
-//   q4i, q8i (--interleaved): the same on the interleaved layout (scales
-//        inside the data, QuantizedWeight::interleaved)
+//   q4   W4A8 GEMV, Q4 group 32 (matmul_q, M = 1), interleaved layout (the
+//        scales inside the data: how a copied model is laid out, ops.h)
+//   q8   W8A8 GEMV, Q8 group 128, interleaved
+//   q4s, q8s (--separate): the same on the separate layout (the scales in
+//        their own array: --weights mmap)
 //   bf16 blocked BF16 GEMV (matmul_bf16_blocked, M = 1)
 //
-// Usage: bench_gemv_pairs [--threads N=2] [--rounds N=200] [--arena-mb N=1024] [--rows] [--interleaved]
+// Usage: bench_gemv_pairs [--threads N=2] [--rounds N=200] [--arena-mb N=1024] [--rows] [--separate]
 //                         [--k K=2048] [--n N=5632] [--profile SPEC]...
 //   --rows prints every round (probe, plain and kernel GB/s).
 //   --k / --n: the weight's shape (K a multiple of 128, N of 16), e.g.
 //     --n 32000 for TinyLlama's output layer.
 //   --profile (repeatable): run every kernel once per decode prefetch spec
-//     (prefetch_tuning.h, e.g. zen5 and zen5:streams=1), interleaved in
+//     (prefetch_tuning.h, e.g. zen5 and zen5:q4_streams=1), interleaved in
 //     each round, so that two settings are compared in the same windows.
 #include <immintrin.h>
 
@@ -74,7 +75,7 @@ struct Kernel {
 };
 
 [[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr, "bench_gemv_pairs: %s\nusage: bench_gemv_pairs [--threads N] [--rounds N] [--arena-mb N] [--rows] [--interleaved] [--k K] [--n N] [--profile SPEC]...\n",
+  std::fprintf(stderr, "bench_gemv_pairs: %s\nusage: bench_gemv_pairs [--threads N] [--rounds N] [--arena-mb N] [--rows] [--separate] [--k K] [--n N] [--profile SPEC]...\n",
                why);
   std::exit(2);
 }
@@ -92,7 +93,7 @@ int main(int argc, char** argv) {
   int threads = 2, rounds = 200;
   int64_t K = 2048, N = 5632;
   size_t arena_mb = 1024;
-  bool rows = false, interleaved = false;
+  bool rows = false, separate = false;
   std::vector<const char*> profiles;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -101,7 +102,7 @@ int main(int argc, char** argv) {
     else if (a == "--rounds") rounds = int(parse_positive("--rounds", v)), ++i;
     else if (a == "--arena-mb") arena_mb = size_t(parse_positive("--arena-mb", v)), ++i;
     else if (a == "--rows") rows = true;
-    else if (a == "--interleaved") interleaved = true;
+    else if (a == "--separate") separate = true;
     else if (a == "--k") K = parse_positive("--k", v), ++i;
     else if (a == "--n") N = parse_positive("--n", v), ++i;
     else if (a == "--profile" && v) profiles.push_back(v), ++i;
@@ -134,8 +135,8 @@ int main(int argc, char** argv) {
 
   std::vector<Kernel> kernels;
   for (kc::QuantType qt : {kc::QuantType::Q4, kc::QuantType::Q8})
-    for (bool il : {false, true}) {
-      if (il && !interleaved) continue;
+    for (bool il : {true, false}) {
+      if (!il && !separate) continue;
       kc::QuantizedWeight w;
       w.type = qt;
       w.N = N;
@@ -145,7 +146,7 @@ int main(int argc, char** argv) {
       w.interleaved = il;
       const size_t db = kc::quant_data_bytes(qt, N, K), sb = kc::quant_scale_bytes(N, K, w.group_size, w.scale_dtype);
       const size_t bytes = il ? kc::quant_interleaved_bytes(qt, N, K, w.group_size, w.scale_dtype) : db + sb;
-      const std::string name = std::string(qt == kc::QuantType::Q4 ? "q4" : "q8") + (il ? "i" : "");
+      const std::string name = std::string(qt == kc::QuantType::Q4 ? "q4" : "q8") + (il ? "" : "s");
       kernels.push_back({name, bytes, [&, w, db](const uint8_t* p) mutable {
                            w.data = p;
                            if (!w.interleaved) w.scales = p + db;

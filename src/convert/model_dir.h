@@ -50,8 +50,10 @@ class ModelDirWriter : public WeightSink {
 };
 
 // How loaded weights live in memory. Copy (the default) reads them into
-// anonymous memory (huge pages); mmap maps the files (starts faster, decodes
-// slower here: see docs/performance.md).
+// anonymous memory (huge pages), quantized matrices in the interleaved
+// layout (kernels/cpu/ops.h: their scales inside the data, which the decode
+// GEMVs stream faster); mmap maps the files and keeps the stored, separate
+// layout (starts faster, decodes slower here: see docs/performance.md).
 enum class WeightLoadMode { Copy, Mmap };
 
 struct ModelDir {
