@@ -266,9 +266,10 @@ ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode) {
       const auto& st = files[f];
       if (mode == WeightLoadMode::Mmap || st->tensors().empty()) {
         // The tensors stay in the mapping, quantized ones in the separate layout.
-        for (const auto& e : st->tensors()) md.weights->add(e.name, stored.at(e.name));
-        for (const auto& e : st->tensors())
+        for (const auto& e : st->tensors()) {
+          md.weights->add(e.name, stored.at(e.name));
           if (quantized.count(e.name)) md.weights->add_quantized(e.name, quantized.at(e.name));
+        }
         md.weights->own(std::shared_ptr<void>(st));
         continue;
       }

@@ -485,14 +485,16 @@ QuantizedWeight interleave_quant_scales(const QuantizedWeight& w, void* out) {
   v.data = out;
   v.scales = nullptr;
   v.interleaved = true;
-  std::memset(out, 0, quant_interleaved_bytes(w.type, w.N, w.K, w.group_size, w.scale_dtype));
   const QuantAddr src = quant_addr(w), dst = quant_addr(v);
   const int64_t G = w.K / w.group_size, D = quant_group_data_bytes(w), S = quant_group_scale_bytes(w);
-  for (int64_t b = 0; b < quant_padded_rows(w.N) / 16; ++b)
+  for (int64_t b = 0; b < quant_padded_rows(w.N) / 16; ++b) {
     for (int64_t g = 0; g < G; ++g) {
       std::memcpy(const_cast<uint8_t*>(dst.group_data(b, g)), src.group_data(b, g), size_t(D));
       std::memcpy(const_cast<uint8_t*>(dst.group_scales(b, g)), src.group_scales(b, g), size_t(S));
     }
+    // An odd group count's last line of F16 scales: its second half is padding.
+    if (dst.shift == 1 && G % 2 == 1) std::memset(const_cast<uint8_t*>(dst.group_scales(b, G - 1)) + S, 0, size_t(S));
+  }
   return v;
 }
 
