@@ -1656,8 +1656,7 @@ void matmul_q_gemv_a8_multi(const QMatmulArgs* as, int n, const Runner& runner) 
   const int streams = (q4 ? pf.q4_streams : pf.q8_streams) >= 2 && a.M <= 2 && j.n_blocks() >= 2 * runner.n_threads
                           ? 2
                           : 1;
-  const int64_t block_bytes = (q4 ? 8 * K : 16 * K) + G * 16 * (w.scale_dtype == DType::F16 ? 2 : 4);
-  j.run(runner, streams, kGemvClaimBytes / block_bytes);
+  j.run(runner, streams, kGemvClaimBytes / quant_block_read_bytes(w));
 }
 
 void matmul_q_gemv_a8(const QMatmulArgs& a, const Runner& runner) { matmul_q_gemv_a8_multi(&a, 1, runner); }

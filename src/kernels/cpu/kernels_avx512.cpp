@@ -1955,7 +1955,6 @@ inline __m512 load_scales16(const uint8_t* p, DType scale_dtype) {
   return _mm512_loadu_ps(reinterpret_cast<const float*>(p));
 }
 
-inline int64_t q_block_bytes(const QuantizedWeight& w) { return w.type == QuantType::Q8 ? 16 * w.K : 8 * w.K; }
 
 struct QGemvCtx {
   const QMatmulArgs* a;
@@ -2728,7 +2727,7 @@ void matmul_q_gemv(const QMatmulArgs& a, const Runner& runner) {
   c.xsum = xsum;
   const int64_t n_blocks = (w.N + 15) / 16;
   if (runner.n_threads == 1 || n_blocks < 2) return qgemv_blocks(c, 0, n_blocks);
-  c.ranges.init(n_blocks, runner.n_threads, kGemvClaimBytes / q_block_bytes(w));
+  c.ranges.init(n_blocks, runner.n_threads, kGemvClaimBytes / quant_block_read_bytes(w));
   runner.run(runner.pool, c.ranges.n_ranges, &qgemv_task, &c);
 }
 
@@ -2883,8 +2882,7 @@ void matmul_q_gemv_a8_multi(const QMatmulArgs* as, int n, const Runner& runner) 
   int streams = w.type == QuantType::Q4 ? pf.q4_streams : pf.q8_streams;
   if (streams == 4 && (a.M > 1 || !interleaved)) streams = 2;
   if (a.M > 2 || j.n_blocks() < streams * runner.n_threads) streams = 1;
-  const int64_t block_bytes = q_block_bytes(w) + (a.K / gs) * 16 * (w.scale_dtype == DType::F16 ? 2 : 4);
-  j.run(runner, streams, kGemvClaimBytes / block_bytes);
+  j.run(runner, streams, kGemvClaimBytes / quant_block_read_bytes(w));
 }
 
 void matmul_q_gemv_a8(const QMatmulArgs& a, const Runner& runner) { matmul_q_gemv_a8_multi(&a, 1, runner); }

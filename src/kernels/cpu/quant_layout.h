@@ -49,4 +49,11 @@ inline QuantAddr quant_addr(const QuantizedWeight& w) {
   return {d + 64, d, block, block, chunk, chunk, D, S, shift};
 }
 
+// Bytes a GEMV reads per 16-row block, data and scales, in w's layout
+// (what the decode GEMVs size their claims of blocks by).
+inline int64_t quant_block_read_bytes(const QuantizedWeight& w) {
+  const QuantAddr a = quant_addr(w);
+  return w.interleaved ? a.d_block : a.d_block + a.s_block;
+}
+
 }  // namespace rinfer::kernels::cpu
