@@ -85,8 +85,12 @@ struct PrefetchAB {
 // forward call and its share of the call; for a prompt the GFLOP/s of the
 // stages that run matmul kernels (against the instruction peak), for a
 // decode step the bytes of weights (attention: KV cache) a stage reads and
-// its rate (against the measured read bandwidth).
-nlohmann::json print_profile(const profile::PhaseTotals (&prof)[2], double peak_gops, double mem_bw) {
+// its rate (against the measured read bandwidth). With more than one
+// thread, "busy" is the share of the pool's thread time the stage kept busy
+// (StageTotals::busy_ns): under 100 % a job's threads waited for one
+// another (imbalance, wake-up), and serial work on the calling thread
+// shows as 1 / threads.
+nlohmann::json print_profile(const profile::PhaseTotals (&prof)[2], double peak_gops, double mem_bw, int threads) {
   nlohmann::json out = nlohmann::json::object();
   for (int p = 0; p < 2; ++p) {
     const profile::PhaseTotals& t = prof[p];
@@ -97,8 +101,9 @@ nlohmann::json print_profile(const profile::PhaseTotals (&prof)[2], double peak_
     const double roof = prefill ? peak_gops : mem_bw;
     std::printf("  %s profile, per forward call (%.3f ms, mean of %llu):\n", phase, fwd_ms,
                 static_cast<unsigned long long>(t.forwards));
-    std::printf("    %-14s %9s %7s %10s %8s%s\n", "stage", "ms", "share", prefill ? "GFLOP" : "MB read",
-                prefill ? "GFLOP/s" : "GB/s", roof > 0 ? (prefill ? "  of peak" : "  of bw") : "");
+    std::printf("    %-14s %9s %7s %6s %10s %8s%s\n", "stage", "ms", "share", threads > 1 ? "busy" : "",
+                prefill ? "GFLOP" : "MB read", prefill ? "GFLOP/s" : "GB/s",
+                roof > 0 ? (prefill ? "  of peak" : "  of bw") : "");
     nlohmann::json stages = nlohmann::json::array();
     double listed_ms = 0;
     for (size_t s = 0; s < t.stages.size(); ++s) {
@@ -109,6 +114,13 @@ nlohmann::json print_profile(const profile::PhaseTotals (&prof)[2], double peak_
       const char* name = profile::stage_name(profile::Stage(s));
       nlohmann::json js = {{"stage", name}, {"ms", ms}, {"share", ms / fwd_ms}, {"calls", double(st.calls) / calls}};
       std::printf("    %-14s %9.3f %6.1f%%", name, ms, 100 * ms / fwd_ms);
+      if (threads > 1) {
+        const double busy = st.ns > 0 ? double(st.busy_ns) / (double(threads) * double(st.ns)) : 0.0;
+        js["threads_busy"] = busy;
+        std::printf(" %5.0f%%", 100 * busy);
+      } else {
+        std::printf(" %6s", "");
+      }
       // A rate: GFLOP/s (2 per multiply-add) or GB/s; both are per ns * 1e9.
       const uint64_t amount = prefill ? 2 * st.macs : st.bytes;
       if (amount > 0) {
@@ -432,7 +444,7 @@ Runner add_bench(CLI::App& app) {
       }
       j["decode_prefetch_ab"] = rows;
     }
-    if (o->profile) j["profile"] = print_profile(prof, peak, mem_bw);
+    if (o->profile) j["profile"] = print_profile(prof, peak, mem_bw, s->pool->size());
     if (!o->json_out.empty()) write_file_atomic(o->json_out, j.dump(2) + "\n");
     return 0;
   };

@@ -8,6 +8,15 @@
 namespace rinfer {
 
 namespace {
+std::atomic<bool> g_stats_on{false};
+std::atomic<uint64_t> g_worker_busy_ns{0}, g_caller_wait_ns{0};
+
+uint64_t now_ns() {
+  return uint64_t(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
 // How long an idle worker spins before sleeping. Long enough to bridge the
 // gap between the jobs of one forward pass, short enough not to steal a core
 // from other processes (or from the caller when cores are oversubscribed).
@@ -25,6 +34,12 @@ bool spin_until(Pred done) {
   }
 }
 }  // namespace
+
+void ThreadPool::set_stats(bool on) { g_stats_on.store(on, std::memory_order_relaxed); }
+
+ThreadPool::Stats ThreadPool::stats() {
+  return Stats{g_worker_busy_ns.load(std::memory_order_relaxed), g_caller_wait_ns.load(std::memory_order_relaxed)};
+}
 
 int ThreadPool::hardware_threads() {
   unsigned n = std::thread::hardware_concurrency();
@@ -69,7 +84,13 @@ void ThreadPool::worker_loop(int thread) {
     }
     seen = job_.generation.load(std::memory_order_acquire);
     if (stop_.load()) return;
-    work(thread);
+    if (g_stats_on.load(std::memory_order_relaxed)) {
+      const uint64_t t0 = now_ns();
+      work(thread);
+      g_worker_busy_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+    } else {
+      work(thread);
+    }
     pending_workers_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
@@ -97,9 +118,11 @@ void ThreadPool::run(int64_t n_tasks, RawTaskFn fn, void* ctx) {
     cv_.notify_all();
   }
   work(0);
+  const uint64_t t_done = g_stats_on.load(std::memory_order_relaxed) ? now_ns() : 0;
   // Workers finish within microseconds unless descheduled; then yield the core.
   while (!spin_until([&] { return pending_workers_.load(std::memory_order_acquire) == 0; }))
     std::this_thread::yield();
+  if (t_done) g_caller_wait_ns.fetch_add(now_ns() - t_done, std::memory_order_relaxed);
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t align,

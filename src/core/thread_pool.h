@@ -38,6 +38,22 @@ class ThreadPool {
 
   static int hardware_threads();
 
+  // Where the threads' time goes, for `rinfer bench --profile` (its "busy"
+  // column): while on, every job adds the workers' time inside its tasks to
+  // worker_busy_ns and the caller's wait for the workers after its own
+  // tasks (the job's imbalance and the workers' wake-up) to caller_wait_ns.
+  // A span of W ns on the caller of an n-thread pool then kept its threads
+  // busy for (W - caller wait) + worker busy of n * W ns; serial work on the
+  // caller (norms, RoPE at decode) counts as busy for one thread only.
+  // Process-wide (summed over pools); off by default, and then a job costs
+  // one relaxed load more.
+  struct Stats {
+    uint64_t worker_busy_ns = 0;
+    uint64_t caller_wait_ns = 0;
+  };
+  static void set_stats(bool on);
+  static Stats stats();
+
  private:
   void worker_loop(int thread);
   void work(int thread);

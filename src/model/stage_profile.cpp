@@ -43,6 +43,7 @@ void reset() {
 
 void set_enabled(bool on) {
   reset();
+  ThreadPool::set_stats(on);
   g_enabled.store(on, std::memory_order_relaxed);
 }
 
@@ -58,10 +59,11 @@ void set_phase(Phase p) {
 
 uint64_t macs_now() { return kernels::cpu::matmul_macs(); }
 
-void add(Stage s, uint64_t ns, uint64_t bytes, uint64_t macs) {
+void add(Stage s, uint64_t ns, uint64_t bytes, uint64_t macs, uint64_t busy_ns) {
   std::lock_guard<std::mutex> lock(g_mutex);
   StageTotals& t = g_totals[size_t(g_phase)].stages[size_t(s)];
   t.ns += ns;
+  t.busy_ns += busy_ns;
   t.calls += 1;
   t.bytes += bytes;
   t.macs += macs;

@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/thread_pool.h"
+
 namespace rinfer::profile {
 
 enum class Stage : uint8_t {
@@ -46,6 +48,11 @@ struct StageTotals {
   uint64_t calls = 0;
   uint64_t bytes = 0;  // weight (and for Attention, KV cache) bytes the stage read
   uint64_t macs = 0;   // multiply-adds of the matmul kernels (kernels::cpu::matmul_macs)
+  // Thread time the stage kept busy, summed over the pool's threads: the
+  // caller's time in the stage less its waits for the workers, plus the
+  // workers' time in the stage's jobs (ThreadPool::Stats). Against
+  // ns * threads: how much of the pool the stage used.
+  uint64_t busy_ns = 0;
 };
 struct PhaseTotals {
   uint64_t forwards = 0;  // Model::forward calls
@@ -61,7 +68,7 @@ PhaseTotals totals(Phase p);
 
 // The phase the scopes of the current forward call are filed under.
 void set_phase(Phase p);
-void add(Stage s, uint64_t ns, uint64_t bytes, uint64_t macs);
+void add(Stage s, uint64_t ns, uint64_t bytes, uint64_t macs, uint64_t busy_ns);
 uint64_t macs_now();  // kernels::cpu::matmul_macs()
 void add_forward(uint64_t ns);
 
@@ -85,10 +92,15 @@ class Scope {
     else
       bytes_ = uint64_t(bytes);
     macs0_ = macs_now();
+    pool0_ = ThreadPool::stats();
     t0_ = now_ns();
   }
   ~Scope() {
-    if (t0_) add(s_, now_ns() - t0_, bytes_, macs_now() - macs0_);
+    if (!t0_) return;
+    const uint64_t ns = now_ns() - t0_;
+    const ThreadPool::Stats p = ThreadPool::stats();
+    const uint64_t wait = p.caller_wait_ns - pool0_.caller_wait_ns;
+    add(s_, ns, bytes_, macs_now() - macs0_, (ns > wait ? ns - wait : 0) + (p.worker_busy_ns - pool0_.worker_busy_ns));
   }
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;
@@ -96,6 +108,7 @@ class Scope {
  private:
   Stage s_;
   uint64_t bytes_ = 0, macs0_ = 0, t0_ = 0;
+  ThreadPool::Stats pool0_;
 };
 
 // Times a whole forward call (the denominator of the stage shares).

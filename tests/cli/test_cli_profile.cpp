@@ -39,6 +39,21 @@ json profile_of(const std::string& model, const TempDir& tmp) {
     EXPECT_GT(ph.at("forward_ms").get<double>(), 0);
     for (const char* name : {"embed", "norm", "qkv", "attention", "attn-out", "residual", "down", "lm-head"})
       EXPECT_NE(stage(ph, name), nullptr) << name;
+    // On 2 threads each stage says how much of the pool's thread time it
+    // kept busy: at most all of it.
+    for (const auto& s : ph.at("stages")) {
+      EXPECT_TRUE(s.contains("threads_busy")) << s;
+      if (!s.contains("threads_busy")) continue;
+      EXPECT_GT(s.at("threads_busy").get<double>(), 0) << s;
+      EXPECT_LE(s.at("threads_busy").get<double>(), 1.0 + 1e-9) << s;
+    }
+  }
+  // A decode step's norms run on the calling thread alone, no pool job:
+  // exactly half of two threads' time.
+  const json* norm = stage(p.at("decode"), "norm");
+  EXPECT_NE(norm, nullptr);
+  if (norm) {
+    EXPECT_DOUBLE_EQ(norm->value("threads_busy", 0.0), 0.5);
   }
   // Every matmul of a prompt runs inside a stage: the stages' GFLOP add up
   // to what the kernels counted for the whole prompt.
@@ -94,6 +109,8 @@ TEST(CliProfile, PrefillChunks) {
   CmdResult r = run_rinfer(base + " --prefill-chunk 3");
   ASSERT_EQ(r.code, 0) << r.err;
   const json chunked = read_json(b);
+  // One thread: nothing to share, no busy column.
+  for (const auto& s : whole.at("profile").at("decode").at("stages")) EXPECT_FALSE(s.contains("threads_busy")) << s;
   EXPECT_EQ(whole.at("profile").at("prefill").at("forward_calls"), 2);
   EXPECT_EQ(chunked.at("profile").at("prefill").at("forward_calls"), 6);
   EXPECT_DOUBLE_EQ(chunked.at("prefill_matmul_gflop").get<double>(), whole.at("prefill_matmul_gflop").get<double>());

@@ -1,10 +1,12 @@
 // ThreadPool: every task of a job runs exactly once, on a valid thread,
 // whether the workers are spinning between jobs or asleep (the wake-up path
-// after kSpinTime), and the pool shuts down from either state.
+// after kSpinTime), and the pool shuts down from either state; and the
+// thread-time accounting behind bench --profile's "busy" column.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -93,6 +95,52 @@ TEST(ThreadPool, ShutsDownWhileSpinningOrAsleep) {
     run_and_check(pool, 16);
     std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
   }  // destructors join the workers; a hang here fails the test by timeout
+}
+
+// ThreadPool::Stats over one job on a 2-thread pool: the threads' busy time
+// (the caller's time less its wait for the worker, plus the worker's time
+// in tasks) and the job's wall time on the caller.
+struct JobTime {
+  double busy_ms, wall_ms;
+};
+JobTime time_job(ThreadPool& pool, const std::function<void(int64_t, int)>& fn) {
+  using Clock = std::chrono::steady_clock;
+  const ThreadPool::Stats s0 = ThreadPool::stats();
+  const auto t0 = Clock::now();
+  pool.run(2, fn);
+  const double wall = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  const ThreadPool::Stats s1 = ThreadPool::stats();
+  const double wait = double(s1.caller_wait_ns - s0.caller_wait_ns) / 1e6;
+  const double worker = double(s1.worker_busy_ns - s0.worker_busy_ns) / 1e6;
+  return {wall - wait + worker, wall};
+}
+
+TEST(ThreadPool, StatsCountTheThreadsTimeInTasks) {
+  ThreadPool pool(2);
+  const auto sleep_ms = [](int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
+  // Off (the default): jobs leave the counters alone.
+  ThreadPool::set_stats(false);
+  const ThreadPool::Stats off0 = ThreadPool::stats();
+  pool.run(2, [&](int64_t, int) { sleep_ms(5); });
+  EXPECT_EQ(ThreadPool::stats().worker_busy_ns, off0.worker_busy_ns);
+  EXPECT_EQ(ThreadPool::stats().caller_wait_ns, off0.caller_wait_ns);
+
+  ThreadPool::set_stats(true);
+  // Two 30 ms tasks: whichever thread runs which (or the caller both, when
+  // the worker wakes late), the threads were busy for at least 60 ms, and
+  // never for more than both threads' whole time.
+  const JobTime even = time_job(pool, [&](int64_t, int) { sleep_ms(30); });
+  EXPECT_GE(even.busy_ms, 60.0 - 0.5);
+  EXPECT_LE(even.busy_ms, 2 * even.wall_ms + 0.01);
+  // One 50 ms task and one empty one: one thread waits for the other, and
+  // the idle time shows (2 x wall - busy is the time a thread was not in a
+  // task; about 50 ms here).
+  const JobTime lopsided = time_job(pool, [&](int64_t task, int) {
+    if (task == 1) sleep_ms(50);
+  });
+  EXPECT_GE(lopsided.busy_ms, 50.0 - 0.5);
+  EXPECT_GE(2 * lopsided.wall_ms - lopsided.busy_ms, 25.0);
+  ThreadPool::set_stats(false);
 }
 
 }  // namespace
