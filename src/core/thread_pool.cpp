@@ -5,17 +5,13 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/clock.h"
+
 namespace rinfer {
 
 namespace {
 std::atomic<bool> g_stats_on{false};
 std::atomic<uint64_t> g_worker_busy_ns{0}, g_caller_wait_ns{0};
-
-uint64_t now_ns() {
-  return uint64_t(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-}
 
 // How long an idle worker spins before sleeping. Long enough to bridge the
 // gap between the jobs of one forward pass, short enough not to steal a core
@@ -85,9 +81,9 @@ void ThreadPool::worker_loop(int thread) {
     seen = job_.generation.load(std::memory_order_acquire);
     if (stop_.load()) return;
     if (g_stats_on.load(std::memory_order_relaxed)) {
-      const uint64_t t0 = now_ns();
+      const uint64_t t0 = steady_now_ns();
       work(thread);
-      g_worker_busy_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+      g_worker_busy_ns.fetch_add(steady_now_ns() - t0, std::memory_order_relaxed);
     } else {
       work(thread);
     }
@@ -118,11 +114,11 @@ void ThreadPool::run(int64_t n_tasks, RawTaskFn fn, void* ctx) {
     cv_.notify_all();
   }
   work(0);
-  const uint64_t t_done = g_stats_on.load(std::memory_order_relaxed) ? now_ns() : 0;
+  const uint64_t t_done = g_stats_on.load(std::memory_order_relaxed) ? steady_now_ns() : 0;
   // Workers finish within microseconds unless descheduled; then yield the core.
   while (!spin_until([&] { return pending_workers_.load(std::memory_order_acquire) == 0; }))
     std::this_thread::yield();
-  if (t_done) g_caller_wait_ns.fetch_add(now_ns() - t_done, std::memory_order_relaxed);
+  if (t_done) g_caller_wait_ns.fetch_add(steady_now_ns() - t_done, std::memory_order_relaxed);
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t align,

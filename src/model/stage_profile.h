@@ -14,10 +14,10 @@
 // gather/scatter; the experts' matmuls count as gate/up and down).
 #include <array>
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <type_traits>
 
+#include "core/clock.h"
 #include "core/thread_pool.h"
 
 namespace rinfer::profile {
@@ -72,12 +72,6 @@ void add(Stage s, uint64_t ns, uint64_t bytes, uint64_t macs, uint64_t busy_ns);
 uint64_t macs_now();  // kernels::cpu::matmul_macs()
 void add_forward(uint64_t ns);
 
-inline uint64_t now_ns() {
-  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::steady_clock::now().time_since_epoch())
-                      .count());
-}
-
 // Times its lifetime as stage s, when profiling is on. `bytes`, what the
 // stage reads, is a number or a callable returning it; a callable is only
 // called when profiling is on, so the per-token path does not compute it.
@@ -93,11 +87,11 @@ class Scope {
       bytes_ = uint64_t(bytes);
     macs0_ = macs_now();
     pool0_ = ThreadPool::stats();
-    t0_ = now_ns();
+    t0_ = steady_now_ns();
   }
   ~Scope() {
     if (!t0_) return;
-    const uint64_t ns = now_ns() - t0_;
+    const uint64_t ns = steady_now_ns() - t0_;
     const ThreadPool::Stats p = ThreadPool::stats();
     const uint64_t wait = p.caller_wait_ns - pool0_.caller_wait_ns;
     add(s_, ns, bytes_, macs_now() - macs0_, (ns > wait ? ns - wait : 0) + (p.worker_busy_ns - pool0_.worker_busy_ns));
@@ -114,11 +108,11 @@ class Scope {
 // Times a whole forward call (the denominator of the stage shares).
 class ForwardScope {
  public:
-  explicit ForwardScope(Phase p) : t0_(enabled() ? now_ns() : 0) {
+  explicit ForwardScope(Phase p) : t0_(enabled() ? steady_now_ns() : 0) {
     if (t0_) set_phase(p);
   }
   ~ForwardScope() {
-    if (t0_) add_forward(now_ns() - t0_);
+    if (t0_) add_forward(steady_now_ns() - t0_);
   }
   ForwardScope(const ForwardScope&) = delete;
   ForwardScope& operator=(const ForwardScope&) = delete;
