@@ -277,15 +277,16 @@ ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode) {
       // it; a quantized matrix takes the interleaved layout (its scales inside
       // the data, ops.h), which the decode GEMVs stream as one run of lines
       // per block (docs/performance.md), and its scale tensor is not kept.
-      size_t total = 0;
-      for (const auto& e : st->tensors()) {
-        if (scales_of.count(e.name)) continue;
+      // Bytes of tensor e in the copy (before its 64-byte alignment).
+      auto copied_bytes = [&](const io::TensorEntry& e) {
         const auto q = quantized.find(e.name);
-        total += round_up64(q == quantized.end() ? size_t(e.end - e.begin)
-                                                 : kc::quant_interleaved_bytes(q->second.type, q->second.N, q->second.K,
-                                                                               q->second.group_size,
-                                                                               q->second.scale_dtype));
-      }
+        if (q == quantized.end()) return size_t(e.end - e.begin);
+        const kc::QuantizedWeight& w = q->second;
+        return kc::quant_interleaved_bytes(w.type, w.N, w.K, w.group_size, w.scale_dtype);
+      };
+      size_t total = 0;
+      for (const auto& e : st->tensors())
+        if (!scales_of.count(e.name)) total += round_up64(copied_bytes(e));
       Buffer copy(std::max<size_t>(total, 64));
       size_t at = 0;
       for (const auto& e : st->tensors()) {
@@ -293,18 +294,16 @@ ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode) {
         uint8_t* dst = copy.as<uint8_t>() + at;
         TensorView v = stored.at(e.name);
         const auto q = quantized.find(e.name);
+        const size_t bytes = copied_bytes(e);
         if (q == quantized.end()) {
-          std::memcpy(dst, v.data, size_t(e.end - e.begin));
+          std::memcpy(dst, v.data, bytes);
           v.data = dst;
           md.weights->add(e.name, v);
-          at += round_up64(size_t(e.end - e.begin));
         } else {
-          const kc::QuantizedWeight il = kc::interleave_quant_scales(q->second, dst);
-          const size_t bytes = kc::quant_weight_bytes(il);
           md.weights->add(e.name, TensorView{DType::U8, {int64_t(bytes)}, dst});
-          md.weights->add_quantized(e.name, il);
-          at += round_up64(bytes);
+          md.weights->add_quantized(e.name, kc::interleave_quant_scales(q->second, dst));
         }
+        at += round_up64(bytes);
       }
       md.weights->own(std::move(copy));
       // Unmapped now: the file's pages read for the copy leave the process

@@ -470,8 +470,14 @@ size_t quant_scale_bytes(int64_t N, int64_t K, int64_t group_size, DType scale_d
 
 size_t quant_interleaved_bytes(QuantType type, int64_t N, int64_t K, int64_t group_size, DType scale_dtype) {
   check_quant_shape(type, N, K, group_size, scale_dtype);
-  const int64_t G = K / group_size, per_line = scale_dtype == DType::F16 ? 2 : 1;
-  return quant_data_bytes(type, N, K) + size_t(quant_padded_rows(N) / 16 * ((G + per_line - 1) / per_line) * 64);
+  QuantizedWeight v;  // only the shape: quant_addr's block stride is the layout's one definition
+  v.type = type;
+  v.N = N;
+  v.K = K;
+  v.group_size = group_size;
+  v.scale_dtype = scale_dtype;
+  v.interleaved = true;
+  return size_t(quant_padded_rows(N) / 16 * quant_addr(v).d_block);
 }
 
 size_t quant_weight_bytes(const QuantizedWeight& w) {

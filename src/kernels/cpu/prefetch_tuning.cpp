@@ -54,7 +54,7 @@ constexpr DecodePrefetch kDefault{"default", 12288, 0, 12288, 24576, 0, false, 4
 //  - then the quantized weights interleaved with their scales in memory
 //    (QuantizedWeight::interleaved, how a copied model is laid out), four
 //    Q4 and Q8 streams, the nta 1.5 KB (Q4) and 1 KB (Q8) ahead, and no
-//    Q8 T2 prefetch: bench_gemv_pairs --interleaved, gate_up shape, 40
+//    Q8 T2 prefetch: bench_gemv_pairs (interleaved), gate_up shape, 40
 //    rounds, profiles in turn, against this profile's former values on
 //    the separate layout: Q4 1 thread 31.2-31.9 -> 34.2-35.3 GB/s, 2
 //    threads 58.8 -> 64.0-66.1; Q8 28.6-29.0 -> 34.3-34.5, 55.8-56.5 ->
