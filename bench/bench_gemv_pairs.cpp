@@ -24,8 +24,11 @@
 //   bf16 blocked BF16 GEMV (matmul_bf16_blocked, M = 1)
 //
 // Usage: bench_gemv_pairs [--threads N=2] [--rounds N=200] [--arena-mb N=1024] [--rows] [--separate]
-//                         [--k K=2048] [--n N=5632] [--profile SPEC]...
+//                         [--plain-quarters] [--k K=2048] [--n N=5632] [--profile SPEC]...
 //   --rows prints every round (probe, plain and kernel GB/s).
+//   --plain-quarters: the probe and the plain reads take each thread's share
+//     as four streams (its quarters), the way rinfer bench's probe reads,
+//     instead of one; the decode GEMVs read two or four streams per thread.
 //   --k / --n: the weight's shape (K a multiple of 128, N of 16), e.g.
 //     --n 32000 for TinyLlama's output layer.
 //   --profile (repeatable): run every kernel once per decode prefetch spec
@@ -55,6 +58,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 using rinfer::bench::read_avx512;
+using rinfer::bench::read_avx512_quarters;
 
 volatile uint64_t g_sink;  // keeps the probe's reads
 
@@ -75,7 +79,7 @@ struct Kernel {
 };
 
 [[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr, "bench_gemv_pairs: %s\nusage: bench_gemv_pairs [--threads N] [--rounds N] [--arena-mb N] [--rows] [--separate] [--k K] [--n N] [--profile SPEC]...\n",
+  std::fprintf(stderr, "bench_gemv_pairs: %s\nusage: bench_gemv_pairs [--threads N] [--rounds N] [--arena-mb N] [--rows] [--separate] [--plain-quarters] [--k K] [--n N] [--profile SPEC]...\n",
                why);
   std::exit(2);
 }
@@ -93,7 +97,7 @@ int main(int argc, char** argv) {
   int threads = 2, rounds = 200;
   int64_t K = 2048, N = 5632;
   size_t arena_mb = 1024;
-  bool rows = false, separate = false;
+  bool rows = false, separate = false, quarters = false;
   std::vector<const char*> profiles;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -103,6 +107,7 @@ int main(int argc, char** argv) {
     else if (a == "--arena-mb") arena_mb = size_t(parse_positive("--arena-mb", v)), ++i;
     else if (a == "--rows") rows = true;
     else if (a == "--separate") separate = true;
+    else if (a == "--plain-quarters") quarters = true;
     else if (a == "--k") K = parse_positive("--k", v), ++i;
     else if (a == "--n") N = parse_positive("--n", v), ++i;
     else if (a == "--profile" && v) profiles.push_back(v), ++i;
@@ -182,7 +187,9 @@ int main(int argc, char** argv) {
   std::vector<uint64_t> sink(size_t(threads) * 8);
   auto plain_read = [&](const uint8_t* p, size_t bytes) {
     const size_t part = bytes / size_t(threads) / 256 * 256;
-    pool.run(threads, [&](int64_t t, int) { sink[size_t(t) * 8] += read_avx512(p + size_t(t) * part, part); });
+    pool.run(threads, [&](int64_t t, int) {
+      sink[size_t(t) * 8] += quarters ? read_avx512_quarters(p + size_t(t) * part, part) : read_avx512(p + size_t(t) * part, part);
+    });
     return part * size_t(threads);
   };
   auto call_pinned = [](const Kernel& k, const uint8_t* p) {

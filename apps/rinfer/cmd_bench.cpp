@@ -51,6 +51,14 @@ struct Series {
   }
 };
 
+// The decode GEMV of a model's float matrices: BF16 ones stored blocked
+// (4-d tensors, the converter's default) take the blocked GEMV.
+std::string decode_float_path(const WeightStore& w, DType float_dtype) {
+  bool blocked = false;
+  for (const auto& [name, t] : w.tensors()) blocked |= t.dtype == DType::BF16 && t.shape.size() == 4;
+  return std::string(kernels::cpu::matmul_path(1, float_dtype)) + (blocked ? "-blocked" : "");
+}
+
 // --ab-decode-prefetch: the decode steps of every sample take the profiles in
 // turn (step 1 the first, step 2 the second, ...), so that each profile meets
 // the same phases of a host whose bandwidth drifts within seconds, and each
@@ -349,14 +357,18 @@ Runner add_bench(CLI::App& app) {
       j["float_dtype"] = std::string(dtype_user_name(s->lm.dtype));
       j["matmul_path_decode"] = kernels::cpu::matmul_q_path(1, qw);
       j["matmul_path_prefill"] = prefill_path;
+      // The output layer at decode: its own quantization, else the float
+      // GEMV (the blocked one where the head or the tied embeddings are
+      // blocked BF16, the only 4-d matrices of a quantized model).
+      const kernels::cpu::QuantizedWeight* hq = s->lm.weights->quantized("lm_head.weight");
+      j["matmul_path_lm_head"] = hq ? std::string(kernels::cpu::matmul_q_path(1, *hq))
+                                    : decode_float_path(*s->lm.weights, s->lm.dtype);
       qpaths = str("  matmul paths    decode ", j["matmul_path_decode"].get<std::string>(), ", prefill ",
                    j["matmul_path_prefill"].get<std::string>(), " (", j["quant"].get<std::string>(), ", group ",
-                   s->lm.group_size, "); decode prefetch ", prefetch_name, "\n");
+                   s->lm.group_size, "), lm-head ", j["matmul_path_lm_head"].get<std::string>(), "; decode prefetch ",
+                   prefetch_name, "\n");
     } else {
-      // BF16 matrices stored blocked (the converter's default) take the blocked GEMV.
-      bool blocked = false;
-      for (const auto& [name, t] : s->lm.weights->tensors()) blocked |= t.dtype == DType::BF16 && t.shape.size() == 4;
-      j["matmul_path_decode"] = std::string(kernels::cpu::matmul_path(1, s->lm.dtype)) + (blocked ? "-blocked" : "");
+      j["matmul_path_decode"] = decode_float_path(*s->lm.weights, s->lm.dtype);
       j["matmul_path_prefill"] = prefill_path;
       qpaths = str("  matmul paths    decode ", j["matmul_path_decode"].get<std::string>(), ", prefill ",
                    j["matmul_path_prefill"].get<std::string>(), "; decode prefetch ", prefetch_name, "\n");

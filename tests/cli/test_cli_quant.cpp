@@ -162,6 +162,10 @@ TEST(CliQuant, BenchReportsQuantizedPaths) {
   EXPECT_NE(j.value("matmul_path_decode", "").find("w4a"), std::string::npos) << j.dump();
   EXPECT_NE(j.value("matmul_path_prefill", "").find("w4a"), std::string::npos) << j.dump();
   EXPECT_NE(r.out.find("matmul paths"), std::string::npos) << r.out;
+  // The output layer stays BF16 (blocked) without --lm-head: its own path.
+  EXPECT_EQ(j.value("lm_head", ""), "tied") << j.dump();
+  EXPECT_EQ(j.value("matmul_path_lm_head", ""), "bf16-gemv-blocked") << j.dump();
+  EXPECT_NE(r.out.find("lm-head bf16-gemv-blocked"), std::string::npos) << r.out;
   // Quantized bytes are counted: less than the bf16 model reads per token.
   const fs::path ob = tmp.path / "bf.json";
   ASSERT_EQ(run_rinfer("bench --model " + quote(stories_hf()) + " --dtype bf16 --prompt-len 16 --gen-len 4 "
