@@ -278,9 +278,11 @@ void BM_Attention(benchmark::State& st, DType dt, int64_t n_ctx, int head_dim, i
 // bytes_per_second counts the K/V bytes read once per call. The block table
 // is shuffled (a cache after many requests came and went) unless
 // `sequential` (.../seq: a sequence's blocks in order, as a fresh engine's
-// first request gets them; the hardware prefetchers then help).
+// first request gets them; the hardware prefetchers then help). threads > 1
+// (.../threads:2): the K/V heads are the tasks of one pool job, as the model
+// runs a decode step's attention.
 void BM_AttentionCold(benchmark::State& st, DType dt, int64_t n_ctx, int head_dim, int n_kv_heads, int n_q_heads,
-                      bool sequential = false) {
+                      bool sequential = false, int threads = 1) {
   const int bs = 16;
   const int64_t n_blocks = (n_ctx + bs - 1) / bs;
   const size_t side = size_t(n_blocks) * bs * n_kv_heads * head_dim * rinfer::dtype_size(dt);
@@ -309,7 +311,13 @@ void BM_AttentionCold(benchmark::State& st, DType dt, int64_t n_ctx, int head_di
       kv.k_scale = scales.as<float>() + c * 2 * n_scales;
       kv.v_scale = kv.k_scale + n_scales;
     }
-    for (int g = 0; g < n_kv_heads; ++g) kc::attention_rows(row_list.data() + g * group, group, kv, g, table.data(), scale);
+    if (threads > 1)
+      pool(threads).run(n_kv_heads, [&](int64_t g, int) {
+        kc::attention_rows(row_list.data() + g * group, group, kv, int(g), table.data(), scale);
+      });
+    else
+      for (int g = 0; g < n_kv_heads; ++g)
+        kc::attention_rows(row_list.data() + g * group, group, kv, g, table.data(), scale);
     benchmark::ClobberMemory();
   }
   st.SetBytesProcessed(int64_t(st.iterations()) * int64_t(2 * side));
@@ -541,6 +549,11 @@ void register_all() {
       [=](benchmark::State& st) { BM_Attention(st, DType::BF16, 512, 64, 2, 14, true); }, best);
   reg("attention/cold/bf16/14q2kv_hd64/ctx512/rows",
       [=](benchmark::State& st) { BM_AttentionCold(st, DType::BF16, 512, 64, 2, 14); }, best);
+  // The heads over two threads, as a 2-thread decode step runs them.
+  for (auto [q_heads, kv_heads] : {std::pair{14, 2}, std::pair{32, 4}})
+    reg("attention/cold/bf16/" + std::to_string(q_heads) + "q" + std::to_string(kv_heads) +
+            "kv_hd64/ctx512/rows/threads:2",
+        [=](benchmark::State& st) { BM_AttentionCold(st, DType::BF16, 512, 64, kv_heads, q_heads, false, 2); }, best);
   // INT8 KV cache (f32 path: each chunk widened once for the group's rows)
   for (auto [q_heads, kv_heads] : {std::pair{14, 2}, std::pair{32, 4}})
     reg("attention/cold/i8/" + std::to_string(q_heads) + "q" + std::to_string(kv_heads) + "kv_hd64/ctx512/rows",
