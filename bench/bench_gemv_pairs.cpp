@@ -50,6 +50,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/prefetch_tuning.h"
+#include "kernels/cpu/roofline.h"
 #include "read_probe.h"
 
 namespace kc = rinfer::kernels::cpu;
@@ -58,7 +59,6 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 using rinfer::bench::read_avx512;
-using rinfer::bench::read_avx512_quarters;
 
 volatile uint64_t g_sink;  // keeps the probe's reads
 
@@ -188,7 +188,7 @@ int main(int argc, char** argv) {
   auto plain_read = [&](const uint8_t* p, size_t bytes) {
     const size_t part = bytes / size_t(threads) / 256 * 256;
     pool.run(threads, [&](int64_t t, int) {
-      sink[size_t(t) * 8] += quarters ? read_avx512_quarters(p + size_t(t) * part, part) : read_avx512(p + size_t(t) * part, part);
+      sink[size_t(t) * 8] += quarters ? kc::read_quarters(p + size_t(t) * part, part) : read_avx512(p + size_t(t) * part, part);
     });
     return part * size_t(threads);
   };

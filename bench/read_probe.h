@@ -25,23 +25,4 @@ __attribute__((target("avx512f"))) inline uint64_t read_avx512(const uint8_t* p,
   return sum;
 }
 
-// The same bytes as four concurrent streams (its quarters, one line of each
-// per step), the way `rinfer bench`'s probe reads a thread's share
-// (kernels::cpu::ReadProbe): bytes a multiple of 256.
-__attribute__((target("avx512f"))) inline uint64_t read_avx512_quarters(const uint8_t* p, size_t bytes) {
-  const size_t q = bytes / 4;
-  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
-  for (size_t i = 0; i + 64 <= q; i += 64) {
-    a0 = _mm512_add_epi64(a0, _mm512_load_si512(p + i));
-    a1 = _mm512_add_epi64(a1, _mm512_load_si512(p + q + i));
-    a2 = _mm512_add_epi64(a2, _mm512_load_si512(p + 2 * q + i));
-    a3 = _mm512_add_epi64(a3, _mm512_load_si512(p + 3 * q + i));
-  }
-  alignas(64) uint64_t lanes[8];
-  _mm512_store_si512(lanes, _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
-  uint64_t sum = 0;
-  for (uint64_t v : lanes) sum += v;
-  return sum;
-}
-
 }  // namespace rinfer::bench

@@ -113,19 +113,20 @@ ReadProbe::ReadProbe(ThreadPool& pool, size_t slice_bytes, int n_slices) : pool_
 
 ReadProbe::~ReadProbe() { std::free(buf_); }
 
+uint64_t read_quarters(const void* p, size_t bytes) {
+  switch (active_isa()) {
+    case Isa::Avx512: return avx512::read_stream(p, bytes);
+    case Isa::Avx2: return avx2::read_stream(p, bytes);
+    default: return read_stream_scalar(p, bytes);
+  }
+}
+
 double ReadProbe::read_slice() {
   const int n = pool_.size();
   const uint8_t* slice = buf_ + size_t(next_) * chunk_ * size_t(n);
   next_ = (next_ + 1) % n_slices_;
-  const Isa isa = active_isa();
   const auto t0 = std::chrono::steady_clock::now();
-  pool_.run(n, [&](int64_t task, int) {
-    const uint8_t* p = slice + size_t(task) * chunk_;
-    const uint64_t r = isa == Isa::Avx512 ? avx512::read_stream(p, chunk_)
-                       : isa == Isa::Avx2 ? avx2::read_stream(p, chunk_)
-                                          : read_stream_scalar(p, chunk_);
-    g_sink_u = g_sink_u ^ r;
-  });
+  pool_.run(n, [&](int64_t task, int) { g_sink_u = g_sink_u ^ read_quarters(slice + size_t(task) * chunk_, chunk_); });
   return seconds_since(t0);
 }
 

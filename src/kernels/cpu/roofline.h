@@ -40,6 +40,12 @@ double measure_peak_gops(PeakKind k, ThreadPool& pool);
 // so a one-stream probe is not the ceiling.
 double measure_read_bandwidth_gbs(ThreadPool& pool, size_t bytes = size_t(512) << 20, int reps = 3);
 
+// Streams [p, p + bytes) once at the active ISA level as four concurrent
+// streams (its quarters), the way the probes read a thread's share (p
+// 64-byte aligned, bytes a multiple of 256); the result depends on every
+// byte, so the reads cannot be optimized away.
+uint64_t read_quarters(const void* p, size_t bytes);
+
 // A read probe to interleave with the work it is compared with (bench's
 // decode steps): on a shared host the bandwidth changes from one second to
 // the next, and a probe taken between the steps sees the same phases as the
