@@ -79,7 +79,9 @@ struct Kernel {
 };
 
 [[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr, "bench_gemv_pairs: %s\nusage: bench_gemv_pairs [--threads N] [--rounds N] [--arena-mb N] [--rows] [--separate] [--plain-quarters] [--k K] [--n N] [--profile SPEC]...\n",
+  std::fprintf(stderr,
+               "bench_gemv_pairs: %s\nusage: bench_gemv_pairs [--threads N] [--rounds N] [--arena-mb N] [--rows] "
+               "[--separate] [--plain-quarters] [--k K] [--n N] [--profile SPEC]...\n",
                why);
   std::exit(2);
 }
@@ -188,7 +190,8 @@ int main(int argc, char** argv) {
   auto plain_read = [&](const uint8_t* p, size_t bytes) {
     const size_t part = bytes / size_t(threads) / 256 * 256;
     pool.run(threads, [&](int64_t t, int) {
-      sink[size_t(t) * 8] += quarters ? kc::read_quarters(p + size_t(t) * part, part) : read_avx512(p + size_t(t) * part, part);
+      const uint8_t* share = p + size_t(t) * part;
+      sink[size_t(t) * 8] += quarters ? kc::read_quarters(share, part) : read_avx512(share, part);
     });
     return part * size_t(threads);
   };

@@ -42,8 +42,9 @@ double measure_read_bandwidth_gbs(ThreadPool& pool, size_t bytes = size_t(512) <
 
 // Streams [p, p + bytes) once at the active ISA level as four concurrent
 // streams (its quarters), the way the probes read a thread's share (p
-// 64-byte aligned, bytes a multiple of 256); the result depends on every
-// byte, so the reads cannot be optimized away.
+// 64-byte aligned, bytes a multiple of 256). Returns a fold of the data
+// read (word 0 of every line reaches it at every level), so that the loads
+// are kept.
 uint64_t read_quarters(const void* p, size_t bytes);
 
 // A read probe to interleave with the work it is compared with (bench's
