@@ -274,7 +274,8 @@ TEST(Matmul, BlockedBf16DecodePrefetchProfilesGiveTheSameBits) {
     for (KernelLevel isa : supported_isas()) {
       IsaScope iscope(isa);
       std::vector<float> want;
-      for (const char* profile : {"default", "zen5", "zen5:bf16_streams=1", "default:bf16_streams=2", "zen5:bf16_streams=2"})
+      for (const char* profile : {"default", "zen5", "zen5:bf16_streams=1", "default:bf16_streams=2", "zen5:bf16_streams=2",
+                                  "default:bf16_streams=3", "zen5:bf16_streams=4"})
         for (int threads : {1, 2}) {
           PrefetchScope scope(profile);
           std::vector<float> y(size_t(M * N), -7.0f);
@@ -291,7 +292,7 @@ TEST(Matmul, BlockedBf16DecodePrefetchProfilesGiveTheSameBits) {
 // matmul_bf16_blocked_multi (one x, several blocked BF16 weights) gives each
 // weight exactly the result of its own matmul_bf16_blocked call: at decode
 // (M <= 8, the GEMV's largest: the blocks of all matrices one sequence;
-// with two or four streams per thread the blocks worked side by side can
+// with two to four streams per thread the blocks worked side by side can
 // straddle matrices,
 // N = 96 + 8 + 24 is 12 + 1 + 3 blocks) and at prefill (one task grid; M =
 // 40 and 150 take the small-M and the general blocking), in both BF16 GEMM
@@ -312,7 +313,8 @@ TEST(Matmul, BlockedBf16MultiEqualsOneCallEach) {
     const auto x = random_floats(rng, size_t(M * ldx));
     for (KernelLevel isa : supported_isas())
       for (Bf16Gemm mode : {Bf16Gemm::F32Fma, Bf16Gemm::Bf16Dot})
-        for (const char* profile : {"default:bf16_streams=2", "default:bf16_streams=1", "default:bf16_streams=4"})
+        for (const char* profile :
+             {"default:bf16_streams=2", "default:bf16_streams=1", "default:bf16_streams=3", "default:bf16_streams=4"})
           for (int threads : {1, 2}) {
             IsaScope scope(isa);
             Bf16GemmScope gemm_mode(mode);

@@ -47,7 +47,7 @@ TEST(DecodePrefetch, ProfilesDifferWhereMeasured) {
   EXPECT_EQ(d.bf16_streams, 1);
   EXPECT_EQ(d.q8_streams, 1);
   EXPECT_EQ(d.q4_streams, 1);
-  EXPECT_EQ(z.bf16_streams, 4);
+  EXPECT_EQ(z.bf16_streams, 3);  // three blocks' accumulators fit in registers, four spill
   EXPECT_EQ(z.q8_streams, 4);
   EXPECT_EQ(z.q4_streams, 4);
 }
@@ -118,6 +118,12 @@ TEST(DecodePrefetch, BadSpecsNameTheProblem) {
             std::string::npos);
   EXPECT_EQ(message("zen5:q4_streams=3"),
             "decode prefetch profile \"zen5:q4_streams=3\": \"q4_streams=3\": q4_streams is 1, 2 or 4");
+  EXPECT_EQ(message("zen5:q8_streams=3"),
+            "decode prefetch profile \"zen5:q8_streams=3\": \"q8_streams=3\": q8_streams is 1, 2 or 4");
+  // Three streams are a BF16 GEMV's (its kernel reads three blocks side by side).
+  EXPECT_EQ(message("zen5:bf16_streams=3"), "no error");
+  EXPECT_EQ(message("zen5:bf16_streams=5"),
+            "decode prefetch profile \"zen5:bf16_streams=5\": \"bf16_streams=5\": bf16_streams is 1, 2, 3 or 4");
   EXPECT_NE(message("zen5:q8_one_thread=2").find("q8_one_thread is 0 or 1"), std::string::npos);
   EXPECT_NE(message(":q4_nta=1").find("expected default or zen5"), std::string::npos);
   EXPECT_EQ(message(""), "decode prefetch profile \"\": " + message("x").substr(message("x").find("expected")));

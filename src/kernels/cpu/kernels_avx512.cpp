@@ -434,8 +434,8 @@ void gemv_blk_two(const GemvBlk* blk) {
   store_blk_row(*cb.a, out + kBlkRows, 0, blk[1].b);
 }
 // Four blocks side by side, one x row: 32 accumulators, so GCC keeps some
-// on the stack (L1); the weights' stream from memory hides that (four
-// streams read faster than two on Zen 5: prefetch_tuning.cpp).
+// on the stack (L1), a load and a store per k-tile each (four streams read
+// faster than two on Zen 5, and three faster than four: prefetch_tuning.cpp).
 void gemv_blk_four(const GemvBlk* blk) {
   const int64_t K = blk[0].c->a->K;
   const uint16_t* wb[4];
@@ -444,7 +444,18 @@ void gemv_blk_four(const GemvBlk* blk) {
   gemv_blk_group<1, 4>(blk[0].c->xeo, K, wb, blk[0].c->pf, blk[0].c->nta, out);
   for (int j = 0; j < 4; ++j) store_blk_row(*blk[j].c->a, out + j * kBlkRows, 0, blk[j].b);
 }
-using GemvBlkJob = detail::BlockJob<GemvBlkCtx, kMatmulQMultiMax, &gemv_blk_one, &gemv_blk_two, &gemv_blk_four>;
+// Three blocks side by side, one x row: 24 accumulators, which fit in
+// registers next to x's two vectors, the mask and the two halves of a line.
+void gemv_blk_three(const GemvBlk* blk) {
+  const int64_t K = blk[0].c->a->K;
+  const uint16_t* wb[3];
+  for (int j = 0; j < 3; ++j) wb[j] = static_cast<const uint16_t*>(blk[j].c->a->w) + blk[j].b * kBlkRows * K;
+  alignas(64) float out[3 * kBlkRows];
+  gemv_blk_group<1, 3>(blk[0].c->xeo, K, wb, blk[0].c->pf, blk[0].c->nta, out);
+  for (int j = 0; j < 3; ++j) store_blk_row(*blk[j].c->a, out + j * kBlkRows, 0, blk[j].b);
+}
+using GemvBlkJob =
+    detail::BlockJob<GemvBlkCtx, kMatmulQMultiMax, &gemv_blk_one, &gemv_blk_two, &gemv_blk_four, &gemv_blk_three>;
 
 void gemv_blocked(const MatmulArgs* as, int n, const Runner& runner) {
   const MatmulArgs& a = as[0];

@@ -58,7 +58,7 @@ struct OwnedRanges {
       }
     }
   }
-  // S streams per thread (S = 2 or 4): thread `self` owns the ranges
+  // S streams per thread (S = 2, 3 or 4): thread `self` owns the ranges
   // S * self .. S * self + S - 1 (the S parts of its share) and claims from
   // all their fronts at once; fs(b0, b1), with b0[S] and b1[S], works one
   // claim of each side by side, f1(b0, b1) a claim when some sides have no
@@ -128,11 +128,12 @@ struct BlockOf {
 // The decode step's job over several matrices of one x (q/k/v, gate/up):
 // their blocks, one after the other, split over the threads as OwnedRanges,
 // so the group is one pool job (gate on one thread and up on the other,
-// say). Run1 computes one block, Run2 two side by side and Run4 four (two
-// or four streams of weight lines: OwnedRanges::work_streams). Without a
-// Run4 (the default, Run2) four streams are read as two.
+// say). Run1 computes one block, Run2 two side by side, Run3 three and Run4
+// four (two to four streams of weight lines: OwnedRanges::work_streams).
+// Without a Run4 (the default, Run2) four streams are read as two, without
+// a Run3 (the default, none) three are read as two.
 template <typename Ctx, int MaxMatrices, void (*Run1)(const BlockOf<Ctx>*), void (*Run2)(const BlockOf<Ctx>*),
-          void (*Run4)(const BlockOf<Ctx>*) = Run2>
+          void (*Run4)(const BlockOf<Ctx>*) = Run2, void (*Run3)(const BlockOf<Ctx>*) = nullptr>
 struct BlockJob {
   Ctx ctx[MaxMatrices];
   int64_t first_block[MaxMatrices + 1] = {0};  // matrix i: [first_block[i], first_block[i + 1])
@@ -168,6 +169,8 @@ struct BlockJob {
       for (int s = 0; s < S; ++s) blk[s] = locate(b0[s]++);
       if constexpr (S == 2)
         Run2(blk);
+      else if constexpr (S == 3)
+        Run3(blk);  // only with a Run3: run() reads three streams as two without one
       else
         Run4(blk);
     }
@@ -190,12 +193,16 @@ struct BlockJob {
   void run(const Runner& runner, int streams, int64_t claim) {
     const int64_t nb = n_blocks();
     if (streams == 4 && Run4 == Run2) streams = 2;
+    if (streams == 3 && Run3 == nullptr) streams = 2;
     if (runner.n_threads == 1 || nb < 2) {
       if (streams == 1 || nb < streams) return blocks(0, nb);
       int64_t b0[4], b1[4];
       for (int s = 0; s < streams; ++s) {
         b0[s] = nb * s / streams;
         b1[s] = nb * (s + 1) / streams;
+      }
+      if constexpr (Run3 != nullptr) {
+        if (streams == 3) return block_streams<3>(b0, b1);
       }
       return streams == 2 ? block_streams<2>(b0, b1) : block_streams<4>(b0, b1);
     }
@@ -204,8 +211,10 @@ struct BlockJob {
       runner.run(runner.pool, ranges.n_ranges, &BlockJob::task, this);
     else if (streams == 2)
       runner.run(runner.pool, ranges.n_ranges / 2, &BlockJob::template task_streams<2>, this);
-    else
+    else if (streams == 4)
       runner.run(runner.pool, ranges.n_ranges / 4, &BlockJob::template task_streams<4>, this);
+    else if constexpr (Run3 != nullptr)  // streams == 3
+      runner.run(runner.pool, ranges.n_ranges / 3, &BlockJob::template task_streams<3>, this);
   }
 };
 

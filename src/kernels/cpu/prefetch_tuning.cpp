@@ -61,7 +61,19 @@ constexpr DecodePrefetch kDefault{"default", 12288, 0, 12288, 24576, 0, false, 4
 //    66.6-66.7 (Q4 nta 1 and 2 KB alike, Q8 nta 1.5 KB 33.0-33.3 and
 //    63.4, 2 KB 31.3-31.6 and 61.4-62.0). (Separate-layout weights, i.e.
 //    --weights mmap, read at most two streams: matmul_q_gemv_a8_multi.)
-constexpr DecodePrefetch kZen5{"zen5", 0, 768, 0, 0, 1024, true, 1536, 0, 4, 4, 4};
+//  - then three BF16 streams instead of four, with the nta 1.5 KB ahead in
+//    each instead of 768 bytes: four blocks side by side keep 32
+//    accumulators, which spill; three keep 24, which do not. bench_gemv_pairs
+//    --plain-quarters --profile zen5 --profile
+//    zen5:bf16_streams=3,bf16_nta=1536, 30 rounds, a fast minute (probe
+//    73-77 GB/s), of a plain read: gate_up shape 1 thread 0.90 -> 0.94, 2
+//    threads 0.95 -> 1.00; K 896 x N 38000 (Qwen2.5's output layer's
+//    shape, a quarter of its rows) 2 threads 0.90 -> 0.95. In the model,
+//    decode steps in turn (bench --ab-decode-prefetch, 48-64 tokens):
+//    tok/s +2-6 % in 15 of 15 rows (bf16 1 and 2 threads, and int8 and
+//    int4 with their BF16 output layer); three streams with 768 or 1024
+//    bytes ahead, and four with 1.5 KB, gained less or nothing.
+constexpr DecodePrefetch kZen5{"zen5", 0, 1536, 0, 0, 1024, true, 1536, 0, 3, 4, 4};
 
 const DecodePrefetch* by_name(const std::string& v) {
   if (v == kDefault.name) return &kDefault;
@@ -123,7 +135,8 @@ const DecodePrefetch& parse_spec(const char* spec, const char* label) {
       if (v > 1) fail(label, "\"", text, "\": \"", item, "\": q8_one_thread is 0 or 1");
       d.q8_one_thread = v == 1;
     } else if (int* n = streams_field(d, key)) {
-      if (v != 1 && v != 2 && v != 4) fail(label, "\"", text, "\": \"", item, "\": ", key, " is 1, 2 or 4");
+      if (key == "bf16_streams" ? v < 1 || v > 4 : v != 1 && v != 2 && v != 4)
+        fail(label, "\"", text, "\": \"", item, "\": ", key, key == "bf16_streams" ? " is 1, 2, 3 or 4" : " is 1, 2 or 4");
       *n = int(v);
     } else {
       fail(label, "\"", text, "\": \"", item, "\": unknown field; ", kChoices);

@@ -30,10 +30,11 @@ struct DecodePrefetch {
   // Q4 A8 GEMV: a prefetchnta this far ahead on every line, and a
   // prefetcht1 this far ahead once per 4 lines; 0: none.
   int64_t q4_nta, q4_l2;
-  // Weight streams per thread, 1, 2 or 4, per GEMV: with S > 1 each thread
-  // splits its share of the blocks in S parts and works one block of each
-  // side by side, so that S runs of lines are read at once (BF16 with one x
-  // row; Q8/Q4 two with up to two x rows, four with one. The AVX-512 GEMVs;
+  // Weight streams per thread, 1, 2 or 4 per GEMV (BF16 also 3): with S > 1
+  // each thread splits its share of the blocks in S parts and works one
+  // block of each side by side, so that S runs of lines are read at once
+  // (BF16 with one x row; Q8/Q4 two with up to two x rows, four with one.
+  // The AVX-512 GEMVs;
   // the AVX2 Q8/Q4 ones read at most two and the AVX2 BF16 one reads one:
   // kernels_avx2.cpp says why).
   int bf16_streams, q8_streams, q4_streams;
