@@ -70,9 +70,9 @@ constexpr DecodePrefetch kDefault{"default", 12288, 0, 12288, 24576, 0, false, 4
 //    threads 0.95 -> 1.00; K 896 x N 38000 (Qwen2.5's output layer's
 //    shape, a quarter of its rows) 2 threads 0.90 -> 0.95. In the model,
 //    decode steps in turn (bench --ab-decode-prefetch, 48-64 tokens):
-//    tok/s +2-6 % in 15 of 15 rows (bf16 1 and 2 threads, and int8 and
-//    int4 with their BF16 output layer); three streams with 768 or 1024
-//    bytes ahead, and four with 1.5 KB, gained less or nothing.
+//    tok/s faster in 18 of 18 runs, by 0.4-6.5 % (bf16 1 and 2 threads,
+//    and int8 and int4 with their BF16 output layer); three streams with
+//    768 or 1024 bytes ahead, and four with 1.5 KB, gained less or nothing.
 constexpr DecodePrefetch kZen5{"zen5", 0, 1536, 0, 0, 1024, true, 1536, 0, 3, 4, 4};
 
 const DecodePrefetch* by_name(const std::string& v) {
