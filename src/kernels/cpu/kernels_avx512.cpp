@@ -421,41 +421,23 @@ void gemv_blk_one(const GemvBlk* blk) {
     for (int64_t m = 0; m < mg; ++m) store_blk_row(a, out + m * kBlkRows, m0 + m, b);
   }
 }
-// Two blocks side by side, one x row (M = 1; the two may be of different
-// matrices).
-void gemv_blk_two(const GemvBlk* blk) {
-  const GemvBlkCtx &ca = *blk[0].c, &cb = *blk[1].c;
-  const int64_t K = ca.a->K;
-  const uint16_t* const wb[2] = {static_cast<const uint16_t*>(ca.a->w) + blk[0].b * kBlkRows * K,
-                                 static_cast<const uint16_t*>(cb.a->w) + blk[1].b * kBlkRows * K};
-  alignas(64) float out[2 * kBlkRows];
-  gemv_blk_group<1, 2>(ca.xeo, K, wb, ca.pf, ca.nta, out);
-  store_blk_row(*ca.a, out, 0, blk[0].b);
-  store_blk_row(*cb.a, out + kBlkRows, 0, blk[1].b);
-}
-// Four blocks side by side, one x row: 32 accumulators, so GCC keeps some
-// on the stack (L1), a load and a store per k-tile each (four streams read
-// faster than two on Zen 5, and three faster than four: prefetch_tuning.cpp).
-void gemv_blk_four(const GemvBlk* blk) {
+// NB blocks side by side (NB streams of weight lines), one x row (M = 1;
+// the blocks may be of different matrices). Three keep 24 accumulators,
+// which fit in registers next to x's two vectors, the mask and the two
+// halves of a line; four keep 32, so GCC keeps some on the stack (L1), a
+// load and a store per k-tile each. (Four streams read faster than two on
+// Zen 5, and three faster than four: prefetch_tuning.cpp.)
+template <int NB>
+void gemv_blk_side(const GemvBlk* blk) {
   const int64_t K = blk[0].c->a->K;
-  const uint16_t* wb[4];
-  for (int j = 0; j < 4; ++j) wb[j] = static_cast<const uint16_t*>(blk[j].c->a->w) + blk[j].b * kBlkRows * K;
-  alignas(64) float out[4 * kBlkRows];
-  gemv_blk_group<1, 4>(blk[0].c->xeo, K, wb, blk[0].c->pf, blk[0].c->nta, out);
-  for (int j = 0; j < 4; ++j) store_blk_row(*blk[j].c->a, out + j * kBlkRows, 0, blk[j].b);
+  const uint16_t* wb[NB];
+  for (int j = 0; j < NB; ++j) wb[j] = static_cast<const uint16_t*>(blk[j].c->a->w) + blk[j].b * kBlkRows * K;
+  alignas(64) float out[NB * kBlkRows];
+  gemv_blk_group<1, NB>(blk[0].c->xeo, K, wb, blk[0].c->pf, blk[0].c->nta, out);
+  for (int j = 0; j < NB; ++j) store_blk_row(*blk[j].c->a, out + j * kBlkRows, 0, blk[j].b);
 }
-// Three blocks side by side, one x row: 24 accumulators, which fit in
-// registers next to x's two vectors, the mask and the two halves of a line.
-void gemv_blk_three(const GemvBlk* blk) {
-  const int64_t K = blk[0].c->a->K;
-  const uint16_t* wb[3];
-  for (int j = 0; j < 3; ++j) wb[j] = static_cast<const uint16_t*>(blk[j].c->a->w) + blk[j].b * kBlkRows * K;
-  alignas(64) float out[3 * kBlkRows];
-  gemv_blk_group<1, 3>(blk[0].c->xeo, K, wb, blk[0].c->pf, blk[0].c->nta, out);
-  for (int j = 0; j < 3; ++j) store_blk_row(*blk[j].c->a, out + j * kBlkRows, 0, blk[j].b);
-}
-using GemvBlkJob =
-    detail::BlockJob<GemvBlkCtx, kMatmulQMultiMax, &gemv_blk_one, &gemv_blk_two, &gemv_blk_four, &gemv_blk_three>;
+using GemvBlkJob = detail::BlockJob<GemvBlkCtx, kMatmulQMultiMax, &gemv_blk_one, &gemv_blk_side<2>, &gemv_blk_side<4>,
+                                    &gemv_blk_side<3>>;
 
 void gemv_blocked(const MatmulArgs* as, int n, const Runner& runner) {
   const MatmulArgs& a = as[0];
