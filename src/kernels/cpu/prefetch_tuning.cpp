@@ -135,8 +135,10 @@ const DecodePrefetch& parse_spec(const char* spec, const char* label) {
       if (v > 1) fail(label, "\"", text, "\": \"", item, "\": q8_one_thread is 0 or 1");
       d.q8_one_thread = v == 1;
     } else if (int* n = streams_field(d, key)) {
-      if (key == "bf16_streams" ? v < 1 || v > 4 : v != 1 && v != 2 && v != 4)
-        fail(label, "\"", text, "\": \"", item, "\": ", key, key == "bf16_streams" ? " is 1, 2, 3 or 4" : " is 1, 2 or 4");
+      // Three streams only for BF16: its GEMV has a three-block kernel.
+      const bool bf16 = key == "bf16_streams";
+      if (bf16 ? v < 1 || v > 4 : v != 1 && v != 2 && v != 4)
+        fail(label, "\"", text, "\": \"", item, "\": ", key, bf16 ? " is 1, 2, 3 or 4" : " is 1, 2 or 4");
       *n = int(v);
     } else {
       fail(label, "\"", text, "\": \"", item, "\": unknown field; ", kChoices);

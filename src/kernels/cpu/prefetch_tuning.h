@@ -34,9 +34,8 @@ struct DecodePrefetch {
   // each thread splits its share of the blocks in S parts and works one
   // block of each side by side, so that S runs of lines are read at once
   // (BF16 with one x row; Q8/Q4 two with up to two x rows, four with one.
-  // The AVX-512 GEMVs;
-  // the AVX2 Q8/Q4 ones read at most two and the AVX2 BF16 one reads one:
-  // kernels_avx2.cpp says why).
+  // The AVX-512 GEMVs; the AVX2 Q8/Q4 ones read at most two and the AVX2
+  // BF16 one reads one: kernels_avx2.cpp says why).
   int bf16_streams, q8_streams, q4_streams;
 };
 
