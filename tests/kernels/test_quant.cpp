@@ -27,6 +27,7 @@
 
 #include "core/error.h"
 #include "kernel_test_util.h"
+#include "kernels/cpu/quant_layout.h"
 
 namespace rinfer::kernels::cpu::testing {
 namespace {
@@ -197,6 +198,48 @@ TEST(Quant, InterleavedLayoutAsDocumented) {
             }
           }
       }
+}
+
+// The decode GEMVs prefetch each data line a fixed distance ahead (one
+// prefetchnta per line) and, at the last data line of a group that ends a
+// chunk (QuantAddr::chunk_end), one line more. Their targets must reach
+// every line of a run of blocks past the first `ahead` bytes: in the
+// interleaved layout the scales lines take places in the run that no data
+// line's own prefetch covers, and a line never prefetched is read by a
+// demand miss (1 in 9 lines of Q4 group 32 before chunk_end,
+// docs/performance.md). Lines are walked as the kernels walk them: per
+// group, its data lines in order.
+TEST(Quant, DecodePrefetchReachesEveryLine) {
+  std::mt19937 rng(11);
+  for (DType sdt : {DType::F16, DType::F32})
+    for (QuantType t : {QuantType::Q8, QuantType::Q4})
+      for (int64_t gs : {32, 64, 128})
+        for (int64_t G : {3, 4}) {
+          const int64_t K = G * gs, N = 48;  // three 16-row blocks, one run
+          auto q = make_qw(random_floats(rng, size_t(N * K)), N, K, K, t, gs, sdt);
+          for (const QuantizedWeight* w : {&q->w, &q->wi}) {
+            const QuantAddr qa = quant_addr(*w);
+            const int64_t lines_per_group = (t == QuantType::Q8 ? 16 : 8) * gs / 64;
+            const auto* base = w->interleaved ? qa.scales : qa.data;
+            const int64_t run = 3 * qa.d_block;
+            for (int64_t ahead : {1024, 1536, 1600, 3072}) {
+              std::vector<bool> hit(size_t(run / 64 + ahead / 64 + 4), false);
+              for (int64_t b = 0; b < 3; ++b)
+                for (int64_t g = 0; g < G; ++g)
+                  for (int64_t i = 0; i < lines_per_group; ++i) {
+                    const int64_t at = qa.group_data(b, g) + 64 * i - base;
+                    hit[size_t((at + ahead) / 64)] = true;
+                    if (i == lines_per_group - 1 && qa.chunk_end(g, G)) hit[size_t((at + 64 + ahead) / 64)] = true;
+                  }
+              // Lines that held the separate layout's scales are not in its run.
+              for (int64_t line = (ahead + 63) / 64 + 1; line < run / 64; ++line)
+                ASSERT_TRUE(hit[size_t(line)]) << quant_type_name(t) << " group " << gs << " " << dtype_name(sdt)
+                                               << (w->interleaved ? " interleaved" : " separate") << " G=" << G
+                                               << " ahead " << ahead << ": line " << line << " of " << run / 64
+                                               << " is never prefetched";
+            }
+          }
+        }
 }
 
 TEST(Quant, ActivationQuantizationBitExact) {

@@ -1509,6 +1509,9 @@ void qgemv_a8_block(const QBlk* blk, int64_t m) {
   for (int j = 0; j < NB; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
   for (int64_t g = 0; g < G; ++g) {
     const int64_t k4 = g * GS / 4;
+    bool chunk_end[NB];  // prefetch one line more after this group (QuantAddr::chunk_end)
+#pragma GCC unroll 2
+    for (int j = 0; j < NB; ++j) chunk_end[j] = qa[j].chunk_end(g, G);
     __m256i s[NB][2];
 #pragma GCC unroll 2
     for (int j = 0; j < NB; ++j) s[j][0] = s[j][1] = Q4 ? _mm256_set1_epi32(c.comp[m * G + g]) : _mm256_setzero_si256();
@@ -1534,7 +1537,10 @@ void qgemv_a8_block(const QBlk* blk, int64_t m) {
 #pragma GCC unroll 2
         for (int j = 0; j < NB; ++j) {
           const uint8_t* p = qa[j].group_data(blk[j].b, g) + t * 64;
-          if (q4_nta) prefetch_nta(p + q4_nta);
+          if (q4_nta) {
+            prefetch_nta(p + q4_nta);
+            if (t == GS / 8 - 1 && chunk_end[j]) prefetch_nta(p + 64 + q4_nta);
+          }
           if (q4_l2 && t % 4 == 0) prefetch_l2(p + q4_l2);
 #pragma GCC unroll 2
           for (int h = 0; h < 2; ++h) {
@@ -1551,7 +1557,8 @@ void qgemv_a8_block(const QBlk* blk, int64_t m) {
     for (int j = 0; j < NB; ++j) {
       const QuantizedWeight& w = *blk[j].c->a->w;
       const uint8_t* sp = qa[j].group_scales(blk[j].b, g);
-      // (Interleaved scales are in the weight stream, prefetched with it.)
+      // (Interleaved scales are in the weight stream: the data lines'
+      // prefetches reach their lines, with chunk_end's one more.)
       if (PF && !w.interleaved) _mm_prefetch(reinterpret_cast<const char*>(sp) + kScalePrefetch, _MM_HINT_T1);
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h)

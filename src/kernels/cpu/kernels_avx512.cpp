@@ -2128,6 +2128,11 @@ void qgemv_a8_block(const QBlk* blk) {
         a1[j][m] = _mm512_setzero_si512();
       }
     const int64_t k4 = g * gs / 4;
+    // Whether this group ends a chunk of the interleaved layout: then the
+    // prefetches reach one line more (QuantAddr::chunk_end).
+    bool chunk_end[NB];
+#pragma GCC unroll 4
+    for (int j = 0; j < NB; ++j) chunk_end[j] = qa[j].chunk_end(g, G);
     if constexpr (!Q4) {
 #pragma GCC unroll 16
       for (int64_t s = 0; s < gs / 4; s += 2) {
@@ -2142,6 +2147,7 @@ void qgemv_a8_block(const QBlk* blk) {
           if (PF && q8_nta) {
             prefetch_nta(p + s * 64 + q8_nta);
             prefetch_nta(p + s * 64 + 64 + q8_nta);
+            if (s == gs / 4 - 2 && chunk_end[j]) prefetch_nta(p + s * 64 + 128 + q8_nta);
           }
 #pragma GCC unroll 4
           for (int m = 0; m < MR; ++m) {
@@ -2160,7 +2166,10 @@ void qgemv_a8_block(const QBlk* blk) {
         for (int j = 0; j < NB; ++j) {
           const uint8_t* p = qa[j].group_data(blk[j].b, g);
           const __m512i l = _mm512_loadu_si512(p + s * 64);
-          if (q4_nta) prefetch_nta(p + s * 64 + q4_nta);
+          if (q4_nta) {
+            prefetch_nta(p + s * 64 + q4_nta);
+            if (s == gs / 8 - 1 && chunk_end[j]) prefetch_nta(p + s * 64 + 64 + q4_nta);
+          }
           if (q4_l2 && s % 4 == 0) prefetch_l2(p + s * 64 + q4_l2);
           const __m512i lo = _mm512_and_si512(l, low4), hi16 = _mm512_andnot_si512(low4, l);
 #pragma GCC unroll 4
@@ -2179,7 +2188,8 @@ void qgemv_a8_block(const QBlk* blk) {
     for (int j = 0; j < NB; ++j) {
       const QuantizedWeight& w = *blk[j].c->a->w;
       const uint8_t* sp = qa[j].group_scales(blk[j].b, g);
-      // (Interleaved scales are in the weight stream, prefetched with it.)
+      // (Interleaved scales are in the weight stream: the data lines'
+      // prefetches reach their lines, with chunk_end's one more.)
       if (PF && !w.interleaved) _mm_prefetch(reinterpret_cast<const char*>(sp) + kQ4ScalePrefetch, _MM_HINT_T1);
       const __m512 s16 = load_scales16(sp, w.scale_dtype);
 #pragma GCC unroll 4
