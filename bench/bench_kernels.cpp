@@ -23,7 +23,9 @@
 // attention/*, ops/*: the other kernels at model sizes; attention/prompt/* is
 // one layer of a causal prompt as the model calls it; attention/cold/* reads
 //          another copy of the layer's K/V cache from the arena every call
-//          (as in decode, where the weights evicted it), bytes = K/V read.
+//          (as in decode, where the weights evicted it), bytes = K/V read;
+//          attention/hot/* reads the same copy every call (the difference
+//          is the memory time the arithmetic does not hide).
 //
 // Environment: RINFER_BENCH_ARENA_MB (default 1536) sizes the cold arena.
 #include <benchmark/benchmark.h>
@@ -282,7 +284,7 @@ void BM_Attention(benchmark::State& st, DType dt, int64_t n_ctx, int head_dim, i
 // (.../threads:2): the K/V heads are the tasks of one pool job, as the model
 // runs a decode step's attention.
 void BM_AttentionCold(benchmark::State& st, DType dt, int64_t n_ctx, int head_dim, int n_kv_heads, int n_q_heads,
-                      bool sequential = false, int threads = 1) {
+                      bool sequential = false, int threads = 1, bool hot = false) {
   const int bs = 16;
   const int64_t n_blocks = (n_ctx + bs - 1) / bs;
   const size_t side = size_t(n_blocks) * bs * n_kv_heads * head_dim * rinfer::dtype_size(dt);
@@ -303,7 +305,7 @@ void BM_AttentionCold(benchmark::State& st, DType dt, int64_t n_ctx, int head_di
   for (size_t j = 0; j < copies * 2 * n_scales; ++j) scales.as<float>()[j] = 0.01f;
   size_t i = 0;
   for (auto _ : st) {
-    const size_t c = i++ % copies;
+    const size_t c = hot ? 0 : i++ % copies;
     uint8_t* k = base + c * 2 * side;
     kc::PagedKV kv{k, k + side, dt, bs, n_kv_heads, head_dim};
     kv.n_blocks = n_blocks;
@@ -554,6 +556,13 @@ void register_all() {
     reg("attention/cold/bf16/" + std::to_string(q_heads) + "q" + std::to_string(kv_heads) +
             "kv_hd64/ctx512/rows/threads:2",
         [=](benchmark::State& st) { BM_AttentionCold(st, DType::BF16, 512, 64, kv_heads, q_heads, false, 2); }, best);
+  // As the model's decode step at 512 tokens on 2 threads reads them (a
+  // fresh engine: blocks in order), from memory and (hot: the same copy
+  // every call) from the caches: the difference is the memory time the
+  // arithmetic does not hide.
+  for (bool hot : {false, true})
+    reg(std::string("attention/") + (hot ? "hot" : "cold") + "/bf16/32q4kv_hd64/ctx512/rows/seq/threads:2",
+        [=](benchmark::State& st) { BM_AttentionCold(st, DType::BF16, 512, 64, 4, 32, true, 2, hot); }, best);
   // INT8 KV cache (f32 path: each chunk widened once for the group's rows)
   for (auto [q_heads, kv_heads] : {std::pair{14, 2}, std::pair{32, 4}})
     reg("attention/cold/i8/" + std::to_string(q_heads) + "q" + std::to_string(kv_heads) + "kv_hd64/ctx512/rows",
