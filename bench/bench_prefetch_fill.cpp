@@ -36,7 +36,9 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Sum of one 8-byte word per line (every line of [p, p + n) is read).
+// Sum of one 8-byte word per line (every line of [p, p + n) is read). Not
+// read_probe.h's read_avx512: this tool runs on CPUs without AVX-512 too,
+// and one load per line is all a line's arrival needs.
 uint64_t read_lines(const uint8_t* p, size_t n) {
   uint64_t s0 = 0, s1 = 0;
   for (size_t o = 0; o + 128 <= n; o += 128) {
@@ -120,7 +122,6 @@ int main(int argc, char** argv) {
       const double t3 = now_s();
       issue[m].push_back(t1 - t0);
       read[m].push_back(t3 - t2);
-      if (x == 0) sink = sink + 1;
     }
   }
   std::printf("region %d KB in %s pages, %d rounds, wait %d us, paced: %d multiply-adds per 4 lines\n", kb,
@@ -131,5 +132,5 @@ int main(int argc, char** argv) {
     std::printf("%-6s %12.2f %14.2f %10.1f\n", kModeNames[m], median(issue[m]) * 1e6, rd * 1e6,
                 rd > 0 ? double(region) / rd / 1e9 : 0.0);
   }
-  return sink == 42 ? 1 : 0;
+  return 0;
 }
