@@ -389,6 +389,18 @@ void BM_Softmax(benchmark::State& st, int64_t n) {
   }
   st.SetItemsProcessed(st.iterations() * n);
 }
+// Greedy sampling's argmax over a vocabulary of logits (qwen2.5: 151936),
+// from the caches as the output layer leaves them.
+void BM_Argmax(benchmark::State& st, int64_t n) {
+  auto x = random_vec(size_t(n), 12);
+  int64_t sink = 0;
+  for (auto _ : st) {
+    sink += kc::argmax(x.data(), n);
+    benchmark::ClobberMemory();
+  }
+  benchmark::DoNotOptimize(sink);
+  st.SetItemsProcessed(st.iterations() * n);
+}
 void BM_Rope(benchmark::State& st, int n_heads, int head_dim, kc::RopeStyle style) {
   auto x = random_vec(size_t(n_heads) * head_dim, 11);
   std::vector<float> inv(size_t(head_dim / 2));
@@ -600,6 +612,8 @@ void register_all() {
     reg("ops/rmsnorm/2048" + sfx, [](benchmark::State& st) { BM_Rmsnorm(st, 2048); }, isa);
     reg("ops/silu_mul/5632" + sfx, [](benchmark::State& st) { BM_SiluMul(st, 5632); }, isa);
     reg("ops/softmax/32000" + sfx, [](benchmark::State& st) { BM_Softmax(st, 32000); }, isa);
+    reg("ops/argmax/151936" + sfx, [](benchmark::State& st) { BM_Argmax(st, 151936); }, isa);
+    reg("ops/argmax/8000" + sfx, [](benchmark::State& st) { BM_Argmax(st, 8000); }, isa);
     reg("ops/rope_half/32x64" + sfx,
         [](benchmark::State& st) { BM_Rope(st, 32, 64, kc::RopeStyle::RotateHalf); }, isa);
     reg("ops/rope_interleaved/32x64" + sfx,

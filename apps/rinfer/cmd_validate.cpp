@@ -14,6 +14,7 @@
 #include "convert/hf_checkpoint.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "kernels/cpu/ops.h"
 #include "runtime/generator.h"
 
 namespace fs = std::filesystem;
@@ -37,12 +38,9 @@ std::vector<float> read_f32(const fs::path& p, size_t expect) {
   return v;
 }
 
-int32_t argmax(const float* x, int64_t n) {
-  int64_t b = 0;
-  for (int64_t i = 1; i < n; ++i)
-    if (x[i] > x[b]) b = i;
-  return int32_t(b);
-}
+// The scalar loop (kernels' reference), not the SIMD kernel: the judge of
+// agreement stays the plainest code.
+int32_t argmax(const float* x, int64_t n) { return int32_t(kernels::cpu::reference::argmax(x, n)); }
 
 float top2_margin(const float* x, int64_t n) {
   float a = -INFINITY, b = -INFINITY;

@@ -9,6 +9,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "kernels/cpu/ops.h"
 #include "core/json_file.h"
 #include "runtime/generator.h"
 
@@ -29,12 +30,9 @@ void log_softmax(const float* x, int64_t n, std::vector<double>& out) {
   for (int64_t i = 0; i < n; ++i) out[size_t(i)] = double(x[i]) - lse;
 }
 
-int64_t argmax(const float* x, int64_t n) {
-  int64_t b = 0;
-  for (int64_t i = 1; i < n; ++i)
-    if (x[i] > x[b]) b = i;
-  return b;
-}
+// The scalar loop (kernels' reference), not the SIMD kernel: the judge of
+// agreement stays the plainest code.
+int64_t argmax(const float* x, int64_t n) { return int64_t(kernels::cpu::reference::argmax(x, n)); }
 
 std::vector<std::vector<int32_t>> load_prompts(const ReferenceValidation& o, const Tokenizer* tok) {
   std::vector<std::vector<int32_t>> prompts;

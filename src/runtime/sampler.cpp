@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "kernels/cpu/ops.h"
 
 namespace rinfer {
 
@@ -28,12 +29,9 @@ double Sampler::uniform() {
   return double(z >> 11) * (1.0 / 9007199254740992.0);
 }
 
-int32_t Sampler::argmax(const float* logits, int64_t n) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < n; ++i)
-    if (logits[i] > logits[best]) best = i;
-  return int32_t(best);
-}
+// The kernel, not a scalar loop: over qwen2.5's 151936 logits, as the output
+// layer leaves them, the loop took 46 µs a token and the kernel 25 (2 threads).
+int32_t Sampler::argmax(const float* logits, int64_t n) { return int32_t(kernels::cpu::argmax(logits, n)); }
 
 int32_t Sampler::sample(float* logits, int64_t n, std::span<const int32_t> history) {
   if (p_.repetition_penalty != 1.0f) {

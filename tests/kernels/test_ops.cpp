@@ -151,6 +151,51 @@ TEST(Softmax, MatchesReference) {
     }
 }
 
+TEST(Argmax, MatchesReferenceWithTiesNansAndInfinities) {
+  // Exact: the first index of the largest value, as reference::argmax's loop.
+  std::mt19937 rng(11);
+  auto check = [&](const std::vector<float>& x, const char* what) {
+    const int64_t n = int64_t(x.size());
+    const int64_t ref = reference::argmax(x.data(), n);
+    for (KernelLevel isa : supported_isas()) {
+      IsaScope scope(isa);
+      ASSERT_EQ(argmax(x.data(), n), ref) << isa_name(isa) << " " << what << " n=" << n;
+    }
+  };
+  for (int64_t n : {1, 2, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 1000, 32000, 151936}) {
+    auto x = random_floats(rng, size_t(n), -10, 10);
+    check(x, "random");
+    // The largest value several times: the first one wins, wherever it falls
+    // (another lane, another set of lanes, the tail).
+    std::uniform_int_distribution<int64_t> pos(0, n - 1);
+    for (int rep = 0; rep < 4; ++rep) {
+      auto y = x;
+      for (int c = 0; c < 3; ++c) y[size_t(pos(rng))] = 20.0f;
+      check(y, "ties");
+      y[size_t(n - 1)] = 20.0f;
+      check(y, "tie at the end");
+    }
+    auto z = x;  // NaNs never win
+    for (int c = 0; c < 5; ++c) z[size_t(pos(rng))] = NAN;
+    check(z, "nans");
+    z[0] = NAN;
+    check(z, "nan first");
+    std::vector<float> inf(size_t(n), -INFINITY);
+    check(inf, "all -inf");
+    if (n > 1) inf[size_t(n - 1)] = -1e30f;
+    check(inf, "-inf but the last");
+    std::vector<float> nan_inf(size_t(n), NAN);
+    nan_inf[0] = -INFINITY;
+    check(nan_inf, "-inf then nans");
+    std::vector<float> same(size_t(n), 1.5f);
+    check(same, "all equal");
+    auto w = x;  // +inf beats everything; two of them: the first
+    w[size_t(pos(rng))] = INFINITY;
+    w[size_t(pos(rng))] = INFINITY;
+    check(w, "+inf");
+  }
+}
+
 // ---------------------------------------------------------------- paged attention
 struct AttnCase {
   int head_dim, n_kv_heads, block_size;

@@ -352,6 +352,15 @@ void add_inplace(float* y, const float* x, int64_t n) {
   }
 }
 
+int64_t argmax(const float* x, int64_t n) {
+  RINFER_CHECK(n >= 1 && n <= INT32_MAX, "argmax: n = ", n, " is not in [1, 2^31)");
+  switch (active_isa()) {
+    case Isa::Avx512: return avx512::argmax(x, n);
+    case Isa::Avx2: return avx2::argmax(x, n);
+    default: return reference::argmax(x, n);
+  }
+}
+
 void softmax(float* x, int64_t n) {
   switch (active_isa()) {
     case Isa::Avx512: return avx512::softmax(x, n);

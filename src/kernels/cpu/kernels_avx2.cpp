@@ -1259,6 +1259,44 @@ void add_inplace(float* y, const float* x, int64_t n) {
   for (; i < n; ++i) y[i] += x[i];
 }
 
+// As the AVX-512 level's: each chunk's largest value (NaNs drop out of
+// vmaxps as its first operand), the first chunk with the largest of all, then
+// the first index in it that holds it; tails in scalar.
+int64_t argmax(const float* x, int64_t n) {
+  if (!(x[0] == x[0])) return 0;  // x[0] NaN: nothing compares greater
+  constexpr int64_t kChunk = 512;
+  const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
+  float best = -INFINITY;
+  int64_t best_chunk = 0;
+  alignas(32) float mb[8];
+  for (int64_t c = 0; c < n; c += kChunk) {
+    const int64_t end = std::min(n, c + kChunk);
+    __m256 m0 = neg_inf, m1 = neg_inf, m2 = neg_inf, m3 = neg_inf;  // named: GCC keeps an array of them on the stack
+    int64_t i = c;
+    for (; i + 32 <= end; i += 32) {
+      m0 = _mm256_max_ps(_mm256_loadu_ps(x + i), m0);
+      m1 = _mm256_max_ps(_mm256_loadu_ps(x + i + 8), m1);
+      m2 = _mm256_max_ps(_mm256_loadu_ps(x + i + 16), m2);
+      m3 = _mm256_max_ps(_mm256_loadu_ps(x + i + 24), m3);
+    }
+    _mm256_store_ps(mb, _mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3)));
+    float cm = -INFINITY;
+    for (int j = 0; j < 8; ++j) cm = mb[j] > cm ? mb[j] : cm;
+    for (; i < end; ++i) cm = x[i] > cm ? x[i] : cm;
+    if (cm > best) best = cm, best_chunk = c;
+  }
+  // Every non-NaN x[i] <= best, and x[0] is not NaN: some x[i] == best (with
+  // every value -inf, x[0] in chunk 0).
+  const __m256 vb = _mm256_set1_ps(best);
+  int64_t i = best_chunk;
+  for (; i + 8 <= n; i += 8) {
+    const int eq = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), vb, _CMP_EQ_OQ));
+    if (eq) return i + __builtin_ctz(unsigned(eq));
+  }
+  for (;; ++i)
+    if (x[i] == best) return i;
+}
+
 void softmax(float* x, int64_t n) {
   if (n <= 0) return;
   __m256 mx = _mm256_set1_ps(-INFINITY);

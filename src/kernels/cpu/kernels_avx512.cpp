@@ -2584,6 +2584,43 @@ void add_inplace(float* y, const float* x, int64_t n) {
   }
 }
 
+// One read of x: each chunk of 512 values' largest (vmaxps keeps its second
+// operand when the first is NaN, so NaNs drop out), the first chunk with the
+// largest of all, then the first index in that chunk (from L1) that holds it.
+// The logits come from the output layer's two threads, half of them from the
+// other core's cache: a second pass over them cost as much as the first.
+// (A single pass that tracks each lane's index instead is bound by its
+// compare-blend chain: `bench_kernels` ops/argmax/151936 17.1 µs.)
+int64_t argmax(const float* x, int64_t n) {
+  if (!(x[0] == x[0])) return 0;  // x[0] NaN: nothing compares greater
+  constexpr int64_t kChunk = 512;
+  const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+  float best = -INFINITY;
+  int64_t best_chunk = 0;
+  for (int64_t c = 0; c < n; c += kChunk) {
+    const int64_t end = std::min(n, c + kChunk);
+    __m512 m0 = neg_inf, m1 = neg_inf, m2 = neg_inf, m3 = neg_inf;  // named: GCC keeps an array of them on the stack
+    int64_t i = c;
+    for (; i + 64 <= end; i += 64) {
+      m0 = _mm512_max_ps(_mm512_loadu_ps(x + i), m0);
+      m1 = _mm512_max_ps(_mm512_loadu_ps(x + i + 16), m1);
+      m2 = _mm512_max_ps(_mm512_loadu_ps(x + i + 32), m2);
+      m3 = _mm512_max_ps(_mm512_loadu_ps(x + i + 48), m3);
+    }
+    for (; i < end; i += 16) m0 = _mm512_max_ps(_mm512_mask_loadu_ps(neg_inf, tail_mask(end - i), x + i), m0);
+    const float cm = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
+    if (cm > best) best = cm, best_chunk = c;
+  }
+  // Every non-NaN x[i] <= best, and x[0] is not NaN: some x[i] == best (with
+  // every value -inf, x[0] in chunk 0).
+  const __m512 vb = _mm512_set1_ps(best);
+  for (int64_t i = best_chunk;; i += 16) {
+    const __mmask16 t = tail_mask(n - i);
+    const __mmask16 eq = _mm512_mask_cmp_ps_mask(t, _mm512_maskz_loadu_ps(t, x + i), vb, _CMP_EQ_OQ);
+    if (eq) return i + __builtin_ctz(eq);
+  }
+}
+
 void softmax(float* x, int64_t n) {
   if (n <= 0) return;
   __m512 mx = _mm512_set1_ps(-INFINITY);
