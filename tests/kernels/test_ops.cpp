@@ -256,10 +256,13 @@ void check_attention(const AttnCase& c, uint32_t seed) {
     // attention_rows: several query rows sharing this K/V head, each with its
     // own context length (prompt tokens: causal) and slope; each row must be
     // attention_head's result within the same bound. Eight rows take the row
-    // path (neighbours of one length, rows 0-1 and 3-4, the two-rows-at-once
-    // kernels); 45 rows (a prompt's tokens x a group's heads: 7 heads per
-    // length, and some empty rows) take the rows-in-lanes path in tiles of 16,
-    // 16 and 13 (the first two as a pair); 140 rows below take it in two calls.
+    // path at the AVX-512 level (neighbours of one length, rows 0-1 and 3-4,
+    // the two-rows-at-once kernels) and one lane tile at the AVX2 level; 45
+    // rows (a prompt's tokens x a group's heads: 7 heads per length, and some
+    // empty rows) take the rows-in-lanes path in tiles of 16, 16 and 13 (the
+    // first two as a pair; at the AVX2 level five tiles of 8 and the last 5
+    // rows on the row path, rows 40-41 a pair); 140 rows below take it in two
+    // calls. 4 rows take the row path at every level.
     auto check_rows = [&](const std::vector<int64_t>& lens) {
       const int R = int(lens.size());
       std::vector<std::vector<float>> qs, refs;
@@ -301,6 +304,8 @@ void check_attention(const AttnCase& c, uint32_t seed) {
     check_rows(std::vector<int64_t>(7, c.n_ctx));
     if (::testing::Test::HasFatalFailure()) return;
     check_rows(std::vector<int64_t>(6, c.n_ctx));
+    if (::testing::Test::HasFatalFailure()) return;
+    check_rows({c.n_ctx, c.n_ctx, std::max<int64_t>(0, c.n_ctx - 2), c.n_ctx});
     if (::testing::Test::HasFatalFailure()) return;
     const int64_t shorter = std::max<int64_t>(0, c.n_ctx - 3);
     check_rows({c.n_ctx, c.n_ctx, c.n_ctx, c.n_ctx, c.n_ctx, shorter, shorter, shorter});

@@ -942,11 +942,13 @@ void attention_rows_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv
 // K_t[d] (broadcast) * Q^T[d][lane] summed over d, the softmax per lane down
 // t, O^T[d][lane] = V_t[d] (broadcast) * P^T[t][lane] summed over t. One FMA
 // per key and dimension for 8 rows, where the row path spends hd / 8 FMAs
-// per key and row plus horizontal sums. Fewer than kLaneMinCall rows (decode:
-// one token's GQA group of heads) take the row path.
+// per key and row plus horizontal sums. A decode step's GQA group of 6 to 8
+// heads is one tile too: `bench_kernels` attention/bf16/32q4kv_hd64/ctx512/
+// rows/avx2 (groups of 8) took 133 µs on the row path and 75 in lanes, 199
+// and 127 from memory; decode steps in turn, RINFER_ISA=avx2, 2 threads:
+// the row path 0.991 (qwen2.5-0.5b int4) and 0.984 (tinyllama int4) of this.
 constexpr int kLaneRows = 8;
-constexpr int kLaneMinCall = 16;  // rows: below this, all on the row path
-constexpr int kLaneMinRows = 6;   // a last tile of fewer rows takes the row path
+constexpr int kLaneMinRows = 6;  // a call, or a last tile, of fewer rows takes the row path
 constexpr int kMaxLaneTiles = 16;  // tiles per attention_lanes_t call (128 rows)
 
 // One tile: Q^T [hd][8] and O^T [hd][8] in the lanes scratch, and per lane
@@ -1352,12 +1354,13 @@ void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_
   }
 }
 
-// AVX2: every chunk of K/V blocks widened once for all rows; 16 rows or
-// more (a prompt) in lanes (attention_lanes_t), fewer (decode) in rows
-// (attention_rows_t); head_dim not a multiple of 8: row by row.
+// AVX2: every chunk of K/V blocks widened once for all rows; tiles of 8 rows
+// in lanes (attention_lanes_t: a prompt's tokens x a group's heads, or a
+// decode step's group), fewer than 6 rows, and a last tile of fewer than 6,
+// in rows (attention_rows_t); head_dim not a multiple of 8: row by row.
 void attention_rows(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_head, const int32_t* block_table,
                     float scale) {
-  if (kv.head_dim % 8 == 0 && n_rows >= kLaneMinCall) {  // tiles of 8 rows in lanes; a last tile under 6 rows: row path
+  if (kv.head_dim % 8 == 0 && n_rows >= kLaneMinRows) {
     const int rem = n_rows % kLaneRows;
     const int lane_rows = rem >= kLaneMinRows ? n_rows : n_rows - rem;
     for (int r0 = 0; r0 < lane_rows; r0 += kMaxLaneTiles * kLaneRows) {
