@@ -70,10 +70,11 @@ INSTANTIATE_TEST_SUITE_P(Precisions, ValidateReference,
                                            Precision{"int4-head8", "--dtype int4 --lm-head int8", 0.60, 0.25},
                                            Precision{"int8-kv", "--kv-cache-dtype int8", 0.98, 3.5e-3},
                                            // The AVX2 level's int8 prefill GEMMs (AVX-VNNI where the CPU
-                                           // has it, else plain AVX2; vpmaddubsw for int4 there), with
-                                           // the same thresholds.
+                                           // has it, else plain AVX2: vpmaddubsw), with the same
+                                           // thresholds.
                                            Precision{"int8-avxvnni", "--dtype int8", 0.96, 1e-3, "avxvnni"},
                                            Precision{"int4-avxvnni", "--dtype int4", 0.60, 0.25, "avxvnni"},
+                                           Precision{"int8-avx2", "--dtype int8", 0.96, 1e-3, "avx2"},
                                            Precision{"int4-avx2", "--dtype int4", 0.60, 0.25, "avx2"}),
                          [](const auto& info) {
                            std::string n = info.param.name;

@@ -557,24 +557,24 @@ TEST(MatmulQ, PathNames) {
     set_quant_decode(QuantDecode::WeightOnly);
     EXPECT_EQ(matmul_q_activation_quant(1, w), ActQuant::None);
     set_quant_decode(QuantDecode::Auto);
-    // The AVX2 level's prefill: int8 dot products with AVX-VNNI (both
-    // types) or vpmaddubsw (Q4); Q8 without AVX-VNNI dequantized to f32.
+    // The AVX2 level's prefill: int8 dot products with AVX-VNNI or with
+    // vpmaddubsw, both types.
     if (isa == Isa::Avx2) {
       EXPECT_EQ(avx_vnni_active(), isa.avx_vnni);
       w.type = QuantType::Q4;
       EXPECT_STREQ(matmul_q_path(512, w), isa.avx_vnni ? "w4a8-avxvnni-gemm" : "w4a8-avx2-gemm");
       EXPECT_EQ(matmul_q_activation_quant(512, w), ActQuant::PerRow);
       w.type = QuantType::Q8;
-      EXPECT_STREQ(matmul_q_path(512, w), isa.avx_vnni ? "w8a8-avxvnni-gemm" : "w8a16-dequant-gemm");
-      EXPECT_EQ(matmul_q_activation_quant(512, w), isa.avx_vnni ? ActQuant::PerRow : ActQuant::None);
+      EXPECT_STREQ(matmul_q_path(512, w), isa.avx_vnni ? "w8a8-avxvnni-gemm" : "w8a8-avx2-gemm");
+      EXPECT_EQ(matmul_q_activation_quant(512, w), ActQuant::PerRow);
     }
   }
 }
 
-// The AVX2 level's int8 prefill GEMMs (ymm: AVX-VNNI, and vpmaddubsw on Q4)
-// do the AVX-512 VNNI GEMM's arithmetic in the same order: the same bits,
-// for every type, group size, scale dtype, M across their 6- and 3-row and
-// the AVX-512 6-row tiles, N with a partial block, K across the 8192
+// The AVX2 level's int8 prefill GEMMs (ymm: AVX-VNNI, and vpmaddubsw) do the
+// AVX-512 VNNI GEMM's arithmetic in the same order: the same bits, for every
+// type, group size, scale dtype, M across their 6-, 4- (plain AVX2 Q8) and
+// 3-row (Q4) and the AVX-512 6-row tiles, N with a partial block, K across the 8192
 // k-block, one matrix and fused (matmul_q_multi, gate/up).
 TEST(MatmulQ, Avx2LevelInt8GemmsGiveTheAvx512GemmBits) {
   if (best_isa() < Isa::Avx512 || !rinfer::cpu_features().avx512_vnni)
@@ -610,7 +610,6 @@ TEST(MatmulQ, Avx2LevelInt8GemmsGiveTheAvx512GemmBits) {
         for (int threads : {1, 2}) {
           const auto want = run(Isa::Avx512, threads);
           for (bool vnni : {true, false}) {
-            if (!vnni && t != QuantType::Q4) continue;  // plain AVX2 Q8 prefill: the dequantizing GEMM
             if (vnni && !rinfer::cpu_features().avx_vnni) continue;
             const auto got = run(KernelLevel(Isa::Avx2, vnni), threads);
             for (size_t i = 0; i < want.size(); ++i)

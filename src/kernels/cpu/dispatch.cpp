@@ -576,7 +576,7 @@ const char* matmul_q_path(int64_t M, const QuantizedWeight& w) {
   }
   if (isa == Isa::Avx512 && has_vnni()) return q8 ? "w8a8-vnni-gemm" : "w4a8-vnni-gemm";
   if (avx_vnni_active()) return q8 ? "w8a8-avxvnni-gemm" : "w4a8-avxvnni-gemm";
-  if (isa == Isa::Avx2 && !q8) return "w4a8-avx2-gemm";
+  if (isa == Isa::Avx2) return q8 ? "w8a8-avx2-gemm" : "w4a8-avx2-gemm";
   return q8 ? "w8a16-dequant-gemm" : "w4a16-dequant-gemm";
 }
 
@@ -636,8 +636,8 @@ void matmul_q(const float* x, int64_t M, int64_t K, int64_t ldx, const Quantized
     avx512::matmul_q_gemm(a, r);
   } else if (avx_vnni_active()) {
     avxvnni::matmul_q_gemm_multi(&a, 1, r);
-  } else if (isa == Isa::Avx2 && w.type == QuantType::Q4) {
-    avx2::matmul_q4_gemm_multi(&a, 1, r);
+  } else if (isa == Isa::Avx2) {
+    avx2::matmul_q_gemm_multi(&a, 1, r);
   } else {
     avx2::matmul_q_gemm(a, r);
   }
@@ -676,14 +676,11 @@ void matmul_q_gate_up_silu(const float* x, int64_t M, int64_t K, int64_t ldx, co
 void matmul_q_multi(const float* x, int64_t M, int64_t K, int64_t ldx, const QMatmulOut* outs, int n,
                     ThreadPool& pool) {
   // Fused: the int8-activation decode GEMV (AVX-512 and AVX2), and the int8
-  // prefill GEMMs (AVX-512 VNNI, AVX-VNNI, AVX2 on Q4; the AVX2 level's
-  // dequantizing prefill of Q8 runs each matrix as its own call).
+  // prefill GEMMs (AVX-512 VNNI, AVX-VNNI, plain AVX2).
   const bool gemv = M <= kQGemvMaxM;
   const Isa isa = active_isa();
   const bool avx_vnni = isa == Isa::Avx2 && avx_vnni_active();
-  const bool avx2_q4 = isa == Isa::Avx2 && n > 0 && outs[0].w->type == QuantType::Q4;
-  bool fuse = n >= 2 && n <= kMatmulQMultiMax && M > 0 &&
-              ((isa == Isa::Avx512 && (gemv || has_vnni())) || (isa == Isa::Avx2 && (gemv || avx_vnni || avx2_q4)));
+  bool fuse = n >= 2 && n <= kMatmulQMultiMax && M > 0 && ((isa == Isa::Avx512 && (gemv || has_vnni())) || isa == Isa::Avx2);
   for (int i = 0; fuse && i < n; ++i) {
     const QuantizedWeight& w = *outs[i].w;
     fuse = (!gemv || decode_a8(w)) && w.type == outs[0].w->type && w.group_size == outs[0].w->group_size &&
@@ -704,7 +701,7 @@ void matmul_q_multi(const float* x, int64_t M, int64_t K, int64_t ldx, const QMa
   else if (avx_vnni)
     avxvnni::matmul_q_gemm_multi(as, n, runner_for(pool));
   else if (isa == Isa::Avx2)
-    avx2::matmul_q4_gemm_multi(as, n, runner_for(pool));
+    avx2::matmul_q_gemm_multi(as, n, runner_for(pool));
   else if (gemv)
     avx512::matmul_q_gemv_a8_multi(as, n, runner_for(pool));
   else

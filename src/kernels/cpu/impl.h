@@ -115,9 +115,9 @@ void matmul_q_gemv_a8(const detail::QMatmulArgs& a, const detail::Runner& runner
 // as[0 .. n): one x, weights of one type and group size, as one pool job
 // (as avx512::matmul_q_gemv_a8_multi).
 void matmul_q_gemv_a8_multi(const detail::QMatmulArgs* as, int n, const detail::Runner& runner);
-// Prefill W4A8 GEMM with vpmaddubsw (Q4 weights only: qgemm_avx2.cpp), as[0
-// .. n) as for avx512::matmul_q_gemm_multi, and the same bits.
-void matmul_q4_gemm_multi(const detail::QMatmulArgs* as, int n, const detail::Runner& runner);
+// Prefill W8A8 / W4A8 GEMM with vpmaddubsw (qgemm_avx2.cpp), as[0 .. n) as
+// for avx512::matmul_q_gemm_multi, and the same bits.
+void matmul_q_gemm_multi(const detail::QMatmulArgs* as, int n, const detail::Runner& runner);
 }  // namespace rinfer::kernels::cpu::avx2
 
 namespace rinfer::kernels::cpu::avxvnni {

@@ -353,9 +353,9 @@ enum class ActQuant : uint8_t { None, PerRow, PerGroup };
 // (weight-only; activations f32), "w8a8-vnni-gemv", "w4a8-vnni-gemv",
 // "w8a8-avx2-gemv", "w4a8-avx2-gemv" (int8 activations), "w8a8-vnni-gemm",
 // "w4a8-vnni-gemm" (AVX-512 VNNI), "w8a8-avxvnni-gemm", "w4a8-avxvnni-gemm"
-// (AVX2 level with AVX-VNNI), "w4a8-avx2-gemm" (plain AVX2, Q4),
-// "w8a16-dequant-gemm", "w4a16-dequant-gemm" (no int8 GEMM), "w8a16-scalar",
-// "w4a16-scalar".
+// (AVX2 level with AVX-VNNI), "w8a8-avx2-gemm", "w4a8-avx2-gemm" (plain
+// AVX2: vpmaddubsw), "w8a16-dequant-gemm", "w4a16-dequant-gemm" (AVX-512
+// without VNNI: no int8 GEMM), "w8a16-scalar", "w4a16-scalar".
 const char* matmul_q_path(int64_t M, const QuantizedWeight& w);
 ActQuant matmul_q_activation_quant(int64_t M, const QuantizedWeight& w);
 

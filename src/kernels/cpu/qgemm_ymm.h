@@ -41,11 +41,14 @@ using QYmmMicroFn = void (*)(const int32_t* xp, const int32_t* comp, const uint8
 
 // A SIMD file's micro kernel instances: Micro<MR, GK4>::run (a QYmmMicroFn)
 // for MR = 1 .. MaxMR rows and GK4 = group size / 4 (8, 16, 32: constants,
-// so that the k loop unrolls). qymm_gemm_multi's Kernel.
-template <template <int, int> class Micro, int MaxMR>
+// so that the k loop unrolls). qymm_gemm_multi's Kernel. SignedQ8: Q8
+// weights reach the micro kernel as pairs of lines, q = u - 128 (s8) and |q|
+// (u8), 128 bytes per 4 k (vpmaddubsw's operands; qgemm_avx2.cpp).
+template <template <int, int> class Micro, int MaxMR, bool SignedQ8 = false>
 struct QYmmKernel {
   static_assert(MaxMR >= 1 && MaxMR <= 6);
   static constexpr int kMR = MaxMR;
+  static constexpr bool kSignedQ8 = SignedQ8;
   template <int N>
   static constexpr int rows = N < MaxMR ? N : MaxMR;
   template <int GK4>
@@ -172,10 +175,11 @@ void qymm_gemm_task(void* p, int64_t task, int) {
   const int64_t mt0 = mc * c.mt_per_task, mt1 = qymm_imin(c.n_mt, mt0 + c.mt_per_task);
   if (bb0 >= bb1 || mt0 >= mt1) return;
   const int64_t K = a.K, K4 = K / 4, gs = w.group_size, G = K / gs;
-  // Q4 unpacked: [kc / 4][64] bytes (4 kc floats); scales [kc / gs][16] f32.
-  float* buf = scratch(kScratchPanel, 4 * c.kc + (c.kc / 32) * 16);
+  // Q4 unpacked: [kc / 4][64] bytes (4 kc floats; signed Q8 [kc / 4][128],
+  // 8 kc floats); scales [kc / gs][16] f32.
+  float* buf = scratch(kScratchPanel, (Kernel::kSignedQ8 ? 8 : 4) * c.kc + (c.kc / 32) * 16);
   auto* unpacked = reinterpret_cast<uint8_t*>(buf);
-  float* sp = buf + 4 * c.kc;
+  float* sp = buf + (Kernel::kSignedQ8 ? 8 : 4) * c.kc;
   const __m256i low4 = _mm256_set1_epi8(15);
   const QuantAddr qa = quant_addr(w);
   for (int64_t kb = 0; kb < c.n_kb; ++kb) {
@@ -184,7 +188,22 @@ void qymm_gemm_task(void* p, int64_t task, int) {
     for (int64_t b = bb0; b < bb1; ++b) {
       for (int64_t g = 0; g < ng; ++g) qymm_load_scales16(qa.group_scales(b, k0 / gs + g), w.scale_dtype, sp + g * 16);
       const uint8_t* wp;
-      if (!q4 && !w.interleaved) {
+      if (!q4 && Kernel::kSignedQ8) {
+        // Each VNNI line as q = u ^ 0x80 (s8) then |q|, once for all m-tiles.
+        const __m256i flip = _mm256_set1_epi8(char(0x80));
+        for (int64_t g = 0; g < ng; ++g) {
+          const uint8_t* src = qa.group_data(b, k0 / gs + g);
+          uint8_t* dst = unpacked + g * (gs / 4) * 128;
+          for (int64_t j = 0; j < gs / 4; ++j)
+            for (int h = 0; h < 2; ++h) {
+              const __m256i q =
+                  _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + j * 64 + 32 * h)), flip);
+              _mm256_store_si256(reinterpret_cast<__m256i*>(dst + j * 128 + 32 * h), q);
+              _mm256_store_si256(reinterpret_cast<__m256i*>(dst + j * 128 + 64 + 32 * h), _mm256_abs_epi8(q));
+            }
+        }
+        wp = unpacked;
+      } else if (!q4 && !w.interleaved) {
         wp = qa.group_data(b, k0 / gs);  // the k-block's lines are contiguous: read in place
       } else if (!q4) {
         // Interleaved Q8: the k-block's groups gathered into one run of lines.
