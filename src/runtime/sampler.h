@@ -2,7 +2,8 @@
 // Sampler: picks the next token from logits. temperature 0 is greedy (ties go
 // to the lowest id, as the references do); otherwise repetition penalty,
 // temperature, top-k, then top-p, then a draw from a seeded generator, so
-// the same seed gives the same text.
+// the same seed gives the same text (on the same kernel level: the softmax's
+// exponentials are the kernels').
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -28,6 +29,10 @@ class Sampler {
 
  private:
   double uniform();  // [0, 1)
+  static double sum_of(const float* p, int64_t n);
+  int64_t top_p_prefix(const float* p, int64_t n, double total) const;
+  static int64_t walk(const float* p, int64_t n, double u);
+  int32_t top_p_draw(const float* p, int64_t n, double u);
   SamplingParams p_;
   uint64_t state_;
   std::vector<int32_t> idx_;

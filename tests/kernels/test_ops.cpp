@@ -151,6 +151,26 @@ TEST(Softmax, MatchesReference) {
     }
 }
 
+TEST(SoftmaxTempered, IsSoftmaxOfTheDividedLogits) {
+  // The division is exact IEEE in every implementation, so each level's
+  // result is its own softmax of logits / T, bit for bit.
+  std::mt19937 rng(9);
+  for (int64_t n : {1, 7, 16, 17, 1000, 151936})
+    for (float temp : {0.3f, 1.0f, 1.7f}) {
+      auto x = random_floats(rng, size_t(n), -20, 20);
+      if (n > 3) x[n / 3] = -INFINITY;
+      for (KernelLevel isa : supported_isas()) {
+        IsaScope scope(isa);
+        std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n), 7.0f);
+        for (int64_t i = 0; i < n; ++i) want[size_t(i)] = x[size_t(i)] / temp;
+        softmax(want.data(), n);
+        softmax_tempered(x.data(), n, temp, got.data());
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(got[size_t(i)], want[size_t(i)]) << isa_name(isa) << " n=" << n << " T=" << temp << " i=" << i;
+      }
+    }
+}
+
 TEST(Argmax, MatchesReferenceWithTiesNansAndInfinities) {
   // Exact: the first index of the largest value, as reference::argmax's loop.
   std::mt19937 rng(11);

@@ -2,10 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
+#include <random>
 
 #include "core/error.h"
+#include "kernels/cpu/ops.h"
 
 namespace rinfer {
 namespace {
@@ -74,6 +78,101 @@ TEST(Sampler, TopKAndTopPRestrictTheSet) {
   for (int i = 0; i < 500; ++i) {
     std::vector<float> l = {3.0f, 2.0f, 1.0f, 0.0f};
     EXPECT_EQ(tp.sample(l.data(), 4, {}), 0);
+  }
+}
+
+// The definition top-p keeps: the most probable tokens (ties to the lower
+// id) up to the first whose running share reaches top_p.
+std::vector<int32_t> top_p_set(const std::vector<float>& logits, float temperature, float top_p) {
+  const int64_t n = int64_t(logits.size());
+  std::vector<float> p(logits.size());
+  kernels::cpu::softmax_tempered(logits.data(), n, temperature, p.data());
+  std::vector<int32_t> idx(logits.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  std::sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+  double total = 0, cum = 0;
+  for (float v : p) total += v;
+  size_t keep = idx.size();
+  for (size_t i = 0; i < idx.size(); ++i)
+    if ((cum += p[idx[i]] / total) >= top_p) {
+      keep = i + 1;
+      break;
+    }
+  idx.resize(keep);
+  return idx;
+}
+
+TEST(Sampler, TopPOverALargeVocabularyKeepsTheDefinedSet) {
+  // 4000 tokens: one of probability about 0.7, the rest spread thinly
+  // (each well under the first threshold, 2^-8), so the sorted prefix has
+  // to grow several times before it reaches top_p; also top_p past all but
+  // the last tokens, and a flat vocabulary.
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> noise(-1.0f, 1.0f);
+  const int64_t n = 4000;
+  for (float top_p : {0.5f, 0.9f, 0.9999f}) {
+    for (bool flat : {false, true}) {
+      std::vector<float> logits(static_cast<size_t>(n));
+      for (auto& l : logits) l = noise(rng);
+      if (!flat) logits[1234] = 9.2f;  // e^9.2 against about 4000 * 1.18
+      const auto set = top_p_set(logits, 1.0f, top_p);
+      std::vector<char> kept(static_cast<size_t>(n), 0);
+      for (int32_t id : set) kept[size_t(id)] = 1;
+      SamplingParams p;
+      p.temperature = 1.0f;
+      p.top_p = top_p;
+      p.seed = 11;
+      Sampler s(p);
+      int top = 0;
+      const int draws = 1500;
+      for (int i = 0; i < draws; ++i) {
+        std::vector<float> l = logits;
+        const int32_t id = s.sample(l.data(), n, {});
+        ASSERT_TRUE(id >= 0 && id < n && kept[size_t(id)])
+            << "token " << id << " is outside the top-p set of " << set.size() << " (top_p " << top_p << ")";
+        top += id == 1234;
+      }
+      if (!flat && set.size() > 1) {
+        // The top token's share of the kept set's probability.
+        std::vector<float> pr(static_cast<size_t>(n));
+        kernels::cpu::softmax_tempered(logits.data(), n, 1.0f, pr.data());
+        double kept_mass = 0;
+        for (int32_t id : set) kept_mass += pr[size_t(id)];
+        EXPECT_NEAR(top / double(draws), pr[1234] / kept_mass, 0.045) << "top_p " << top_p;  // 4 standard errors
+      }
+    }
+  }
+}
+
+TEST(Sampler, FullVocabularyDrawFollowsSoftmax) {
+  // No top-k or top-p: the walk goes in id order over blocks of 256. A ramp
+  // of logits over 1000 tokens; the draws' mean id against the softmax's.
+  const int64_t n = 1000;
+  std::vector<float> logits(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) logits[size_t(i)] = float(i) * 0.004f;
+  std::vector<float> pr(static_cast<size_t>(n));
+  kernels::cpu::softmax_tempered(logits.data(), n, 1.0f, pr.data());
+  double mean = 0;
+  for (int64_t i = 0; i < n; ++i) mean += double(i) * pr[size_t(i)];
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.seed = 4;
+  Sampler s(p);
+  const int draws = 20000;
+  double got = 0;
+  std::vector<int> hist(4, 0);
+  for (int i = 0; i < draws; ++i) {
+    std::vector<float> l = logits;
+    const int32_t id = s.sample(l.data(), n, {});
+    ASSERT_TRUE(id >= 0 && id < n);
+    got += id;
+    ++hist[size_t(id / 250)];
+  }
+  EXPECT_NEAR(got / draws, mean, 6.0);  // the ids' standard deviation is about 290: 4 standard errors
+  for (int q = 0; q < 4; ++q) {
+    double want = 0;
+    for (int64_t i = q * 250; i < (q + 1) * 250; ++i) want += pr[size_t(i)];
+    EXPECT_NEAR(hist[size_t(q)] / double(draws), want, 0.015) << "quarter " << q;
   }
 }
 

@@ -361,6 +361,14 @@ int64_t argmax(const float* x, int64_t n) {
   }
 }
 
+void softmax_tempered(const float* logits, int64_t n, float temperature, float* probs) {
+  switch (active_isa()) {
+    case Isa::Avx512: return avx512::softmax_tempered(logits, n, temperature, probs);
+    case Isa::Avx2: return avx2::softmax_tempered(logits, n, temperature, probs);
+    default: return reference::softmax_tempered(logits, n, temperature, probs);
+  }
+}
+
 void softmax(float* x, int64_t n) {
   switch (active_isa()) {
     case Isa::Avx512: return avx512::softmax(x, n);

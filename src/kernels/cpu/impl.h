@@ -76,6 +76,7 @@ void dequantize_rows(const QuantizedWeight& w, float* out);
   void add_inplace(float* y, const float* x, int64_t n);                                            \
   void softmax(float* x, int64_t n);                                                                \
   int64_t argmax(const float* x, int64_t n);                                                        \
+  void softmax_tempered(const float* logits, int64_t n, float temperature, float* probs);         \
   void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_t* block_table,   \
                       int64_t n_ctx, float scale, float alibi_slope, float* out, float* scratch);   \
   void attention_rows(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_head,              \

@@ -1261,6 +1261,14 @@ void add_inplace(float* y, const float* x, int64_t n) {
   for (; i < n; ++i) y[i] += x[i];
 }
 
+void softmax_tempered(const float* logits, int64_t n, float temperature, float* probs) {
+  const __m256 t = _mm256_set1_ps(temperature);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(probs + i, _mm256_div_ps(_mm256_loadu_ps(logits + i), t));
+  for (; i < n; ++i) probs[i] = logits[i] / temperature;
+  softmax(probs, n);
+}
+
 // As the AVX-512 level's: each chunk's largest value (NaNs drop out of
 // vmaxps as its first operand), the first chunk with the largest of all, then
 // the first index in it that holds it; tails in scalar.

@@ -2584,6 +2584,15 @@ void add_inplace(float* y, const float* x, int64_t n) {
   }
 }
 
+void softmax_tempered(const float* logits, int64_t n, float temperature, float* probs) {
+  const __m512 t = _mm512_set1_ps(temperature);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    _mm512_mask_storeu_ps(probs + i, m, _mm512_div_ps(_mm512_maskz_loadu_ps(m, logits + i), t));
+  }
+  softmax(probs, n);
+}
+
 // One read of x: each chunk of 512 values' largest (vmaxps keeps its second
 // operand when the first is NaN, so NaNs drop out), the first chunk with the
 // largest of all, then the first index in that chunk (from L1) that holds it.

@@ -116,6 +116,9 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 void add_inplace(float* y, const float* x, int64_t n);
 // x = softmax(x), numerically stable, in place.
 void softmax(float* x, int64_t n);
+// probs = softmax(logits / temperature) (temperature > 0): sampling's
+// distribution, the division vectorized with the rest.
+void softmax_tempered(const float* logits, int64_t n, float temperature, float* probs);
 // The index of the first largest x[i], as the loop `if (x[i] > x[best]) best
 // = i` from best = 0 gives it: NaNs never win, and x[0] NaN gives 0. Greedy
 // sampling over a vocabulary of 150k logits takes this every decode step.
@@ -376,6 +379,7 @@ void rope_with_angles(float* x, int n_heads, int head_dim, int rot_dim, const fl
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 void add_inplace(float* y, const float* x, int64_t n);
 void softmax(float* x, int64_t n);
+void softmax_tempered(const float* logits, int64_t n, float temperature, float* probs);
 int64_t argmax(const float* x, int64_t n);
 void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_t* block_table,
                     int64_t n_ctx, float scale, float alibi_slope, float* out, float* scratch);

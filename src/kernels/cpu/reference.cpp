@@ -81,6 +81,11 @@ void add_inplace(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
+void softmax_tempered(const float* logits, int64_t n, float temperature, float* probs) {
+  for (int64_t i = 0; i < n; ++i) probs[i] = logits[i] / temperature;
+  softmax(probs, n);
+}
+
 int64_t argmax(const float* x, int64_t n) {
   int64_t best = 0;
   for (int64_t i = 1; i < n; ++i)
