@@ -63,9 +63,9 @@ int32_t Sampler::sample(float* logits, int64_t n, std::span<const int32_t> histo
     const int64_t keep = top_p_prefix(probs_.data(), int64_t(idx_.size()), sum_of(probs_.data(), p_.top_k));
     return idx_[size_t(walk(probs_.data(), keep, uniform()))];
   }
-  // Every token: softmax(logits / T) by the kernel (vectorized, the sum in
-  // double; over a 150k vocabulary the scalar double exponentials took 1.1
-  // ms a token, and a scalar loop of divisions 0.19).
+  // Every token: softmax((logits - max) / T) by the kernel (vectorized, the
+  // sum in double; over a 150k vocabulary the scalar double exponentials
+  // took 1.1 ms a token, and a scalar loop of divisions 0.19).
   probs_.resize(size_t(n));
   kernels::cpu::softmax_tempered(logits, n, p_.temperature, probs_.data());
   const double u = uniform();

@@ -151,22 +151,27 @@ TEST(Softmax, MatchesReference) {
     }
 }
 
-TEST(SoftmaxTempered, IsSoftmaxOfTheDividedLogits) {
-  // The division is exact IEEE in every implementation, so each level's
-  // result is its own softmax of logits / T, bit for bit.
+TEST(SoftmaxTempered, IsSoftmaxOfTheShiftedDividedLogits) {
+  // The max, the subtraction and the division are exact IEEE in every
+  // implementation, so each level's result is its own softmax of (logits -
+  // max) / T, bit for bit; a tiny temperature does not overflow.
   std::mt19937 rng(9);
   for (int64_t n : {1, 7, 16, 17, 1000, 151936})
-    for (float temp : {0.3f, 1.0f, 1.7f}) {
+    for (float temp : {1e-30f, 0.3f, 1.0f, 1.7f}) {
       auto x = random_floats(rng, size_t(n), -20, 20);
       if (n > 3) x[n / 3] = -INFINITY;
+      const float mx = *std::max_element(x.begin(), x.end());
       for (KernelLevel isa : supported_isas()) {
         IsaScope scope(isa);
         std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n), 7.0f);
-        for (int64_t i = 0; i < n; ++i) want[size_t(i)] = x[size_t(i)] / temp;
+        for (int64_t i = 0; i < n; ++i) want[size_t(i)] = (x[size_t(i)] - mx) / temp;
         softmax(want.data(), n);
         softmax_tempered(x.data(), n, temp, got.data());
         for (int64_t i = 0; i < n; ++i)
           ASSERT_EQ(got[size_t(i)], want[size_t(i)]) << isa_name(isa) << " n=" << n << " T=" << temp << " i=" << i;
+        if (temp < 1e-20f) {
+          ASSERT_EQ(got[size_t(std::max_element(x.begin(), x.end()) - x.begin())], 1.0f) << isa_name(isa);
+        }
       }
     }
 }

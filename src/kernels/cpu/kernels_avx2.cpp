@@ -1262,10 +1262,18 @@ void add_inplace(float* y, const float* x, int64_t n) {
 }
 
 void softmax_tempered(const float* logits, int64_t n, float temperature, float* probs) {
-  const __m256 t = _mm256_set1_ps(temperature);
+  __m256 vmx = _mm256_set1_ps(-INFINITY);
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(probs + i, _mm256_div_ps(_mm256_loadu_ps(logits + i), t));
-  for (; i < n; ++i) probs[i] = logits[i] / temperature;
+  for (; i + 8 <= n; i += 8) vmx = _mm256_max_ps(vmx, _mm256_loadu_ps(logits + i));
+  alignas(32) float mb[8];
+  _mm256_store_ps(mb, vmx);
+  float m = mb[0];
+  for (int j = 1; j < 8; ++j) m = mb[j] > m ? mb[j] : m;
+  for (; i < n; ++i) m = logits[i] > m ? logits[i] : m;
+  const __m256 mx = _mm256_set1_ps(m), t = _mm256_set1_ps(temperature);
+  for (i = 0; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(probs + i, _mm256_div_ps(_mm256_sub_ps(_mm256_loadu_ps(logits + i), mx), t));
+  for (; i < n; ++i) probs[i] = (logits[i] - m) / temperature;
   softmax(probs, n);
 }
 

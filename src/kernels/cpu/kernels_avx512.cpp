@@ -2585,10 +2585,12 @@ void add_inplace(float* y, const float* x, int64_t n) {
 }
 
 void softmax_tempered(const float* logits, int64_t n, float temperature, float* probs) {
-  const __m512 t = _mm512_set1_ps(temperature);
+  __m512 vmx = _mm512_set1_ps(-INFINITY);
+  for (int64_t i = 0; i < n; i += 16) vmx = _mm512_max_ps(vmx, _mm512_mask_loadu_ps(vmx, tail_mask(n - i), logits + i));
+  const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(vmx)), t = _mm512_set1_ps(temperature);
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = tail_mask(n - i);
-    _mm512_mask_storeu_ps(probs + i, m, _mm512_div_ps(_mm512_maskz_loadu_ps(m, logits + i), t));
+    _mm512_mask_storeu_ps(probs + i, m, _mm512_div_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, logits + i), mx), t));
   }
   softmax(probs, n);
 }

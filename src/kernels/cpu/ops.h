@@ -116,8 +116,9 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 void add_inplace(float* y, const float* x, int64_t n);
 // x = softmax(x), numerically stable, in place.
 void softmax(float* x, int64_t n);
-// probs = softmax(logits / temperature) (temperature > 0): sampling's
-// distribution, the division vectorized with the rest.
+// probs = softmax((logits - max) / temperature) (temperature > 0; the same
+// distribution as softmax(logits / T), without overflow for any T):
+// sampling's distribution, the division vectorized with the rest.
 void softmax_tempered(const float* logits, int64_t n, float temperature, float* probs);
 // The index of the first largest x[i], as the loop `if (x[i] > x[best]) best
 // = i` from best = 0 gives it: NaNs never win, and x[0] NaN gives 0. Greedy

@@ -82,7 +82,9 @@ void add_inplace(float* y, const float* x, int64_t n) {
 }
 
 void softmax_tempered(const float* logits, int64_t n, float temperature, float* probs) {
-  for (int64_t i = 0; i < n; ++i) probs[i] = logits[i] / temperature;
+  float mx = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, logits[i]);
+  for (int64_t i = 0; i < n; ++i) probs[i] = (logits[i] - mx) / temperature;
   softmax(probs, n);
 }
 
