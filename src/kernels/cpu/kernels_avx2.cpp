@@ -1261,17 +1261,26 @@ void add_inplace(float* y, const float* x, int64_t n) {
   for (; i < n; ++i) y[i] += x[i];
 }
 
-void softmax_tempered(const float* logits, int64_t n, float temperature, float* probs) {
-  __m256 vmx = _mm256_set1_ps(-INFINITY);
+namespace {
+// The largest of x[0 .. n), softmax's shift (-inf for n = 0).
+float max_of(const float* x, int64_t n) {
+  __m256 mx = _mm256_set1_ps(-INFINITY);
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) vmx = _mm256_max_ps(vmx, _mm256_loadu_ps(logits + i));
+  for (; i + 8 <= n; i += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(x + i));
   alignas(32) float mb[8];
-  _mm256_store_ps(mb, vmx);
+  _mm256_store_ps(mb, mx);
   float m = mb[0];
   for (int j = 1; j < 8; ++j) m = mb[j] > m ? mb[j] : m;
-  for (; i < n; ++i) m = logits[i] > m ? logits[i] : m;
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+}  // namespace
+
+void softmax_tempered(const float* logits, int64_t n, float temperature, float* probs) {
+  const float m = max_of(logits, n);
   const __m256 mx = _mm256_set1_ps(m), t = _mm256_set1_ps(temperature);
-  for (i = 0; i + 8 <= n; i += 8)
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(probs + i, _mm256_div_ps(_mm256_sub_ps(_mm256_loadu_ps(logits + i), mx), t));
   for (; i < n; ++i) probs[i] = (logits[i] - m) / temperature;
   softmax(probs, n);
@@ -1317,15 +1326,9 @@ int64_t argmax(const float* x, int64_t n) {
 
 void softmax(float* x, int64_t n) {
   if (n <= 0) return;
-  __m256 mx = _mm256_set1_ps(-INFINITY);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(x + i));
-  alignas(32) float mb[8];
-  _mm256_store_ps(mb, mx);
-  float m = mb[0];
-  for (int j = 1; j < 8; ++j) m = mb[j] > m ? mb[j] : m;
-  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  const float m = max_of(x, n);
   const __m256 vmax = _mm256_set1_ps(m);
+  int64_t i;
   __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
   for (i = 0; i + 8 <= n; i += 8) {
     __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
