@@ -1274,6 +1274,37 @@ float max_of(const float* x, int64_t n) {
   for (; i < n; ++i) m = x[i] > m ? x[i] : m;
   return m;
 }
+
+// x = exp(x - shift) / their sum (the sum in double): softmax once its
+// shift is known.
+void softmax_shifted(float* x, int64_t n, float shift) {
+  const __m256 vmax = _mm256_set1_ps(shift);
+  int64_t i;
+  __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+  for (i = 0; i + 8 <= n; i += 8) {
+    __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
+    _mm256_storeu_ps(x + i, e);
+    s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+    s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+  }
+  if (i < n) {
+    __m256 e = exp256(_mm256_sub_ps(load_partial_f32(x + i, n - i), vmax));
+    alignas(32) float eb[8];
+    _mm256_store_ps(eb, e);
+    for (int64_t j = 0; j < n - i; ++j) x[i + j] = eb[j];
+    alignas(32) float zb[8] = {};
+    for (int64_t j = 0; j < n - i; ++j) zb[j] = eb[j];
+    __m256 ez = _mm256_load_ps(zb);
+    s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(ez)));
+    s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(ez, 1)));
+  }
+  alignas(32) double sb[4];
+  _mm256_store_pd(sb, _mm256_add_pd(s0, s1));
+  const float invs = float(1.0 / ((sb[0] + sb[1]) + (sb[2] + sb[3])));
+  const __m256 inv = _mm256_set1_ps(invs);
+  for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
+  for (; i < n; ++i) x[i] *= invs;
+}
 }  // namespace
 
 void softmax_tempered(const float* logits, int64_t n, float temperature, float* probs) {
@@ -1283,7 +1314,7 @@ void softmax_tempered(const float* logits, int64_t n, float temperature, float* 
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(probs + i, _mm256_div_ps(_mm256_sub_ps(_mm256_loadu_ps(logits + i), mx), t));
   for (; i < n; ++i) probs[i] = (logits[i] - m) / temperature;
-  softmax(probs, n);
+  softmax_shifted(probs, n, 0.0f);  // (logits - max) / T is at most 0, and 0 at the max
 }
 
 // As the AVX-512 level's: each chunk's largest value (NaNs drop out of
@@ -1326,33 +1357,7 @@ int64_t argmax(const float* x, int64_t n) {
 
 void softmax(float* x, int64_t n) {
   if (n <= 0) return;
-  const float m = max_of(x, n);
-  const __m256 vmax = _mm256_set1_ps(m);
-  int64_t i;
-  __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
-  for (i = 0; i + 8 <= n; i += 8) {
-    __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
-    _mm256_storeu_ps(x + i, e);
-    s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
-    s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
-  }
-  if (i < n) {
-    __m256 e = exp256(_mm256_sub_ps(load_partial_f32(x + i, n - i), vmax));
-    alignas(32) float eb[8];
-    _mm256_store_ps(eb, e);
-    for (int64_t j = 0; j < n - i; ++j) x[i + j] = eb[j];
-    alignas(32) float zb[8] = {};
-    for (int64_t j = 0; j < n - i; ++j) zb[j] = eb[j];
-    __m256 ez = _mm256_load_ps(zb);
-    s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(ez)));
-    s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(ez, 1)));
-  }
-  alignas(32) double sb[4];
-  _mm256_store_pd(sb, _mm256_add_pd(s0, s1));
-  const float invs = float(1.0 / ((sb[0] + sb[1]) + (sb[2] + sb[3])));
-  const __m256 inv = _mm256_set1_ps(invs);
-  for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
-  for (; i < n; ++i) x[i] *= invs;
+  softmax_shifted(x, n, max_of(x, n));
 }
 
 void attention_head(const float* q, const PagedKV& kv, int kv_head, const int32_t* block_table, int64_t n_ctx,

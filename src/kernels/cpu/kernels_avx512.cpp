@@ -2584,15 +2584,42 @@ void add_inplace(float* y, const float* x, int64_t n) {
   }
 }
 
+namespace {
+// The largest of x[0 .. n), softmax's shift (-inf for n = 0).
+float max_of(const float* x, int64_t n) {
+  __m512 mx = _mm512_set1_ps(-INFINITY);
+  for (int64_t i = 0; i < n; i += 16) mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, tail_mask(n - i), x + i));
+  return _mm512_reduce_max_ps(mx);
+}
+
+// x = exp(x - shift) / their sum (the sum in double): softmax once its
+// shift is known.
+void softmax_shifted(float* x, int64_t n, float shift) {
+  const __m512 vmax = _mm512_set1_ps(shift);
+  __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    __m512 e = _mm512_maskz_mov_ps(m, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), vmax)));
+    _mm512_mask_storeu_ps(x + i, m, e);
+    s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+    s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
+  }
+  const __m512 inv = _mm512_set1_ps(float(1.0 / _mm512_reduce_add_pd(_mm512_add_pd(s0, s1))));
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv));
+  }
+}
+}  // namespace
+
+// (logits - max) / T is at most 0, and 0 at the max: softmax's own shift.
 void softmax_tempered(const float* logits, int64_t n, float temperature, float* probs) {
-  __m512 vmx = _mm512_set1_ps(-INFINITY);
-  for (int64_t i = 0; i < n; i += 16) vmx = _mm512_max_ps(vmx, _mm512_mask_loadu_ps(vmx, tail_mask(n - i), logits + i));
-  const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(vmx)), t = _mm512_set1_ps(temperature);
+  const __m512 mx = _mm512_set1_ps(max_of(logits, n)), t = _mm512_set1_ps(temperature);
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = tail_mask(n - i);
     _mm512_mask_storeu_ps(probs + i, m, _mm512_div_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, logits + i), mx), t));
   }
-  softmax(probs, n);
+  softmax_shifted(probs, n, 0.0f);
 }
 
 // One read of x: each chunk of 512 values' largest (vmaxps keeps its second
@@ -2634,22 +2661,7 @@ int64_t argmax(const float* x, int64_t n) {
 
 void softmax(float* x, int64_t n) {
   if (n <= 0) return;
-  __m512 mx = _mm512_set1_ps(-INFINITY);
-  for (int64_t i = 0; i < n; i += 16) mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, tail_mask(n - i), x + i));
-  const __m512 vmax = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
-  __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
-    __m512 e = _mm512_maskz_mov_ps(m, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), vmax)));
-    _mm512_mask_storeu_ps(x + i, m, e);
-    s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
-    s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
-  }
-  const __m512 inv = _mm512_set1_ps(float(1.0 / _mm512_reduce_add_pd(_mm512_add_pd(s0, s1))));
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
-    _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv));
-  }
+  softmax_shifted(x, n, max_of(x, n));
 }
 
 void attention_rows(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_head, const int32_t* block_table,
