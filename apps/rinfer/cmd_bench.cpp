@@ -336,6 +336,7 @@ Runner add_bench(CLI::App& app) {
         {"cpu_features", cpu.summary()},
         {"kernel_isa", kernels::cpu::active_level_name()},
         {"cpu_family", cpu.family},
+        {"cpu_model", cpu.model},
         {"decode_prefetch", prefetch_name},
         {"rinfer_commit", RINFER_GIT_COMMIT},
     };

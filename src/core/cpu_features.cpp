@@ -19,6 +19,8 @@ CpuFeatures detect() {
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   const int base_family = int((a >> 8) & 0xf);
   f.family = base_family == 0xf ? base_family + int((a >> 20) & 0xff) : base_family;
+  const int base_model = int((a >> 4) & 0xf);
+  f.model = base_family == 0x6 || base_family == 0xf ? base_model + (int((a >> 16) & 0xf) << 4) : base_model;
   bool osxsave = c & (1u << 27);
   bool avx = c & (1u << 28);
   f.fma = c & (1u << 12);

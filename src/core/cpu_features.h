@@ -15,11 +15,15 @@ struct CpuFeatures {
   // cpuid leaf 1's display family (the extended field folded in): AMD Zen 4
   // is 0x19, Zen 5 0x1A. Kernels tune by it, never choose instructions by it.
   int family = 0;
+  // cpuid leaf 1's display model (the extended field folded in for families
+  // 6 and 0xF): Intel Ice Lake-SP is 0x6A. Tuning only, as family.
+  int model = 0;
 
   bool has_avx2_fma() const { return avx2 && fma && f16c; }
   bool has_avx512_core() const { return avx512f && avx512bw && avx512vl && avx512dq && has_avx2_fma(); }
   bool has_avx512_bf16() const { return has_avx512_core() && avx512_bf16; }
   bool is_amd() const { return vendor == "AuthenticAMD"; }
+  bool is_intel() const { return vendor == "GenuineIntel"; }
   std::string summary() const;  // "avx512 bf16 vnni amx" style list
 };
 

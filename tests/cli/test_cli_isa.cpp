@@ -67,7 +67,7 @@ TEST(CliIsa, DecodePrefetchProfileIsPinnedAndReported) {
   CmdResult r = run_rinfer("run --model " + quote(stories_hf()) + " --prompt-ids 1,2 -n 1");
   unsetenv("RINFER_DECODE_PREFETCH");
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.err.find("RINFER_DECODE_PREFETCH=\"fastest\": expected default or zen5"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("RINFER_DECODE_PREFETCH=\"fastest\": expected default, zen5 or icelake"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   setenv("RINFER_DECODE_PREFETCH", "zen5:q4_streams=3", 1);
   r = run_rinfer("run --model " + quote(stories_hf()) + " --prompt-ids 1,2 -n 1");
@@ -104,7 +104,7 @@ TEST(CliIsa, BenchAbDecodePrefetchTakesTheProfilesInTurn) {
   const std::string base = "bench --model " + quote(stories_hf()) + " --prompt-len 8 --gen-len 2 --samples 1 --warmup 0";
   for (const auto& [args, want] :
        {std::pair<std::string, std::string>{" --ab-decode-prefetch zen5", "--ab-decode-prefetch needs two or more"},
-        {" --ab-decode-prefetch zen5 turbo", "decode prefetch profile \"turbo\": expected default or zen5"}}) {
+        {" --ab-decode-prefetch zen5 turbo", "decode prefetch profile \"turbo\": expected default, zen5 or icelake"}}) {
     CmdResult e = run_rinfer(base + args);
     EXPECT_NE(e.code, 0) << args;
     EXPECT_NE(e.err.find(want), std::string::npos) << e.err;

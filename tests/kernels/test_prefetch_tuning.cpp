@@ -10,10 +10,11 @@
 namespace rinfer::kernels::cpu {
 namespace {
 
-CpuFeatures cpu(const char* vendor, int family) {
+CpuFeatures cpu(const char* vendor, int family, int model = 0) {
   CpuFeatures c;
   c.vendor = vendor;
   c.family = family;
+  c.model = model;
   return c;
 }
 
@@ -24,6 +25,20 @@ TEST(DecodePrefetch, ChosenByCpuGeneration) {
   EXPECT_STREQ(decode_prefetch_for(cpu("GenuineIntel", 6), nullptr).name, "default");
   EXPECT_STREQ(decode_prefetch_for(cpu("GenuineIntel", 0x1A), nullptr).name, "default");  // family numbers are per vendor
   EXPECT_STREQ(decode_prefetch_for(cpu("AuthenticAMD", 0x1A), "").name, "zen5");        // empty: unset
+  EXPECT_STREQ(decode_prefetch_for(cpu("GenuineIntel", 6, 0x6A), nullptr).name, "icelake");  // Ice Lake-SP
+  EXPECT_STREQ(decode_prefetch_for(cpu("GenuineIntel", 6, 0x6C), nullptr).name, "icelake");  // Ice Lake-D
+  EXPECT_STREQ(decode_prefetch_for(cpu("GenuineIntel", 6, 0x8F), nullptr).name, "default");  // Sapphire Rapids
+  EXPECT_STREQ(decode_prefetch_for(cpu("AuthenticAMD", 6, 0x6A), nullptr).name, "default");  // models are per vendor
+}
+
+// The cpuid model of the machine running the tests is read with the
+// extended bits folded in (an Ice Lake-SP reads 0x6A, not 0xA).
+TEST(DecodePrefetch, CpuModelFoldsTheExtendedField) {
+  const CpuFeatures& c = cpu_features();
+  if (c.family == 6 || c.family == 0xf) {
+    EXPECT_GT(c.model, 0xF) << "family " << c.family << ": every such CPU with AVX2 has an extended model";
+  }
+  EXPECT_GE(c.model, 0);
 }
 
 TEST(DecodePrefetch, ProfilesDifferWhereMeasured) {
@@ -50,6 +65,12 @@ TEST(DecodePrefetch, ProfilesDifferWhereMeasured) {
   EXPECT_EQ(z.bf16_streams, 3);  // three blocks' accumulators fit in registers, four spill
   EXPECT_EQ(z.q8_streams, 4);
   EXPECT_EQ(z.q4_streams, 4);
+  // Ice Lake: no software prefetch, four streams everywhere.
+  const DecodePrefetch& i = decode_prefetch_for(cpu("GenuineIntel", 6, 0x6A), nullptr);
+  EXPECT_EQ(i.bf16_t2 + i.bf16_nta + i.q8_t2 + i.q8_l2 + i.q8_nta + i.q4_nta + i.q4_l2, 0);
+  EXPECT_EQ(i.bf16_streams, 4);
+  EXPECT_EQ(i.q8_streams, 4);
+  EXPECT_EQ(i.q4_streams, 4);
 }
 
 TEST(DecodePrefetch, EnvironmentOverridesAndRejectsUnknownNames) {
@@ -60,7 +81,7 @@ TEST(DecodePrefetch, EnvironmentOverridesAndRejectsUnknownNames) {
     FAIL() << "no error for an unknown profile";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
-              "RINFER_DECODE_PREFETCH=\"zen6\": expected default or zen5, optionally with "
+              "RINFER_DECODE_PREFETCH=\"zen6\": expected default, zen5 or icelake, optionally with "
               ":field=value,... (fields bf16_t2, bf16_nta, q8_t2, q8_l2, q8_nta, q8_one_thread, q4_nta, q4_l2, bf16_streams, "
               "q8_streams, q4_streams)");
   }
@@ -114,7 +135,7 @@ TEST(DecodePrefetch, BadSpecsNameTheProblem) {
   EXPECT_NE(message("zen5:q4_nta=-1").find("\"q4_nta=-1\" is not field=value"), std::string::npos);
   EXPECT_NE(message("zen5:q4_nta=8k").find("\"q4_nta=8k\" is not field=value"), std::string::npos);
   EXPECT_NE(message("zen5:q4_nta=1,").find("\"\" is not field=value"), std::string::npos);
-  EXPECT_NE(message("zen5:prefetch=1").find("\"prefetch=1\": unknown field; expected default or zen5"),
+  EXPECT_NE(message("zen5:prefetch=1").find("\"prefetch=1\": unknown field; expected default, zen5 or icelake"),
             std::string::npos);
   EXPECT_EQ(message("zen5:q4_streams=3"),
             "decode prefetch profile \"zen5:q4_streams=3\": \"q4_streams=3\": q4_streams is 1, 2 or 4");
@@ -125,7 +146,7 @@ TEST(DecodePrefetch, BadSpecsNameTheProblem) {
   EXPECT_EQ(message("zen5:bf16_streams=5"),
             "decode prefetch profile \"zen5:bf16_streams=5\": \"bf16_streams=5\": bf16_streams is 1, 2, 3 or 4");
   EXPECT_NE(message("zen5:q8_one_thread=2").find("q8_one_thread is 0 or 1"), std::string::npos);
-  EXPECT_NE(message(":q4_nta=1").find("expected default or zen5"), std::string::npos);
+  EXPECT_NE(message(":q4_nta=1").find("expected default, zen5 or icelake"), std::string::npos);
   EXPECT_EQ(message(""), "decode prefetch profile \"\": " + message("x").substr(message("x").find("expected")));
 }
 

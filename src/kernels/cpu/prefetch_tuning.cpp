@@ -75,14 +75,32 @@ constexpr DecodePrefetch kDefault{"default", 12288, 0, 12288, 24576, 0, false, 4
 //    768 or 1024 bytes ahead, and four with 1.5 KB, gained less or nothing.
 constexpr DecodePrefetch kZen5{"zen5", 0, 1536, 0, 0, 1024, true, 1536, 0, 3, 4, 4};
 
+// Intel Ice Lake-SP/-D (family 6, models 0x6A and 0x6C): no software
+// prefetch at all and four weight streams per thread in every GEMV. Here the
+// prefetches that Zen 4 and Zen 5 wanted cost: in bench_gemv_pairs
+// (TinyLlama gate_up shape, profiles in turn, 30 rounds, 2026-12-07) the
+// default profile read 0.77 (BF16), 0.64 (Q8) and 0.80 (Q4) of a plain
+// four-stream read of the same bytes on 2 threads, zen5's prefetchnta 0.37
+// (BF16, 1 thread), and this profile 0.98, 0.93 and 0.93; any prefetch
+// added back to four streams lost (Q4: prefetcht1 2 or 8 KB ahead 0.69 and
+// 0.79, prefetchnta 512 B or 2 KB ahead 0.63 and 0.54). One core reads only
+// 11-13 GB/s there: its misses in flight, which four runs of lines let the
+// L2 streamer keep busy, are what a decode GEMV is short of, and a software
+// prefetch takes one of them. In the model, decode steps in turn against
+// default: tinyllama int4 +15 % (2 threads) and +10 % (1), qwen2.5-0.5b int8
+// +29 % and +20 %, qwen2.5-0.5b bf16 +24 % (2); three BF16 streams or two Q4
+// ones read less (docs/performance.md).
+constexpr DecodePrefetch kIcelake{"icelake", 0, 0, 0, 0, 0, false, 0, 0, 4, 4, 4};
+
 const DecodePrefetch* by_name(const std::string& v) {
   if (v == kDefault.name) return &kDefault;
   if (v == kZen5.name) return &kZen5;
+  if (v == kIcelake.name) return &kIcelake;
   return nullptr;
 }
 
 constexpr const char* kChoices =
-    "expected default or zen5, optionally with :field=value,... (fields bf16_t2, bf16_nta, q8_t2, q8_l2, q8_nta, q8_one_thread, "
+    "expected default, zen5 or icelake, optionally with :field=value,... (fields bf16_t2, bf16_nta, q8_t2, q8_l2, q8_nta, q8_one_thread, "
     "q4_nta, q4_l2, bf16_streams, q8_streams, q4_streams)";
 
 // Field `key` of d, or nullptr.
@@ -160,7 +178,9 @@ const DecodePrefetch& decode_prefetch_for(const CpuFeatures& cpu, const char* en
   if (env && *env) {
     return parse_spec(env, "RINFER_DECODE_PREFETCH=");
   }
-  return cpu.is_amd() && cpu.family >= 0x1A ? kZen5 : kDefault;
+  if (cpu.is_amd() && cpu.family >= 0x1A) return kZen5;
+  if (cpu.is_intel() && cpu.family == 6 && (cpu.model == 0x6A || cpu.model == 0x6C)) return kIcelake;
+  return kDefault;
 }
 
 const DecodePrefetch& decode_prefetch() {

@@ -39,7 +39,7 @@ struct DecodePrefetch {
   int bf16_streams, q8_streams, q4_streams;
 };
 
-// A profile spec: a profile's name ("default", "zen5"), optionally followed
+// A profile spec: a profile's name ("default", "zen5", "icelake"), optionally followed
 // by ':' and field=value pairs separated by ',' that change its fields, e.g.
 // "zen5:q4_streams=1,q4_nta=4096" (fields as above; q8_one_thread 0 or 1). The
 // result keeps the whole spec as its name. Anything else is an error that
@@ -50,7 +50,8 @@ const DecodePrefetch& parse_decode_prefetch(const char* spec);
 // error), else decode_prefetch_for(cpu).
 const DecodePrefetch& decode_prefetch();
 // The profile for a CPU and a RINFER_DECODE_PREFETCH value (nullptr or "":
-// unset). AMD family 0x1A and later (Zen 5) gets "zen5", the rest "default".
+// unset). AMD family 0x1A and later (Zen 5) gets "zen5", Intel Ice Lake-SP/-D
+// (family 6, model 0x6A or 0x6C) "icelake", the rest "default".
 const DecodePrefetch& decode_prefetch_for(const CpuFeatures& cpu, const char* env);
 // Pins the profile by spec, e.g. to test both paths on one machine or to
 // A/B two settings in one process (bench_gemv_pairs --profile); nullptr
