@@ -274,7 +274,7 @@ TEST(Matmul, BlockedBf16DecodePrefetchProfilesGiveTheSameBits) {
     for (KernelLevel isa : supported_isas()) {
       IsaScope iscope(isa);
       std::vector<float> want;
-      for (const char* profile : {"default", "zen5", "icelake", "zen5:bf16_streams=1", "default:bf16_streams=2",
+      for (const char* profile : {"default", "zen5", "icelake", "icelake:line_t0=0", "zen5:bf16_streams=1", "default:bf16_streams=2",
                                   "zen5:bf16_streams=2", "default:bf16_streams=3", "zen5:bf16_streams=4"})
         for (int threads : {1, 2}) {
           PrefetchScope scope(profile);

@@ -65,9 +65,17 @@ TEST(DecodePrefetch, ProfilesDifferWhereMeasured) {
   EXPECT_EQ(z.bf16_streams, 3);  // three blocks' accumulators fit in registers, four spill
   EXPECT_EQ(z.q8_streams, 4);
   EXPECT_EQ(z.q4_streams, 4);
-  // Ice Lake: no software prefetch, four streams everywhere.
+  // Ice Lake: a prefetcht0 on every line and no other prefetch, four
+  // streams everywhere; the other profiles prefetch lines non-temporally.
   const DecodePrefetch& i = decode_prefetch_for(cpu("GenuineIntel", 6, 0x6A), nullptr);
-  EXPECT_EQ(i.bf16_t2 + i.bf16_nta + i.q8_t2 + i.q8_l2 + i.q8_nta + i.q4_nta + i.q4_l2, 0);
+  EXPECT_TRUE(i.line_t0);
+  EXPECT_FALSE(d.line_t0);
+  EXPECT_FALSE(z.line_t0);
+  EXPECT_EQ(i.bf16_t2 + i.q8_t2 + i.q8_l2 + i.q4_l2, 0);
+  EXPECT_GT(i.bf16_nta, 0);
+  EXPECT_GT(i.q8_nta, 0);
+  EXPECT_GT(i.q4_nta, 0);
+  EXPECT_TRUE(i.q8_one_thread);
   EXPECT_EQ(i.bf16_streams, 4);
   EXPECT_EQ(i.q8_streams, 4);
   EXPECT_EQ(i.q4_streams, 4);
@@ -83,7 +91,7 @@ TEST(DecodePrefetch, EnvironmentOverridesAndRejectsUnknownNames) {
     EXPECT_EQ(std::string(e.what()),
               "RINFER_DECODE_PREFETCH=\"zen6\": expected default, zen5 or icelake, optionally with "
               ":field=value,... (fields bf16_t2, bf16_nta, q8_t2, q8_l2, q8_nta, q8_one_thread, q4_nta, q4_l2, bf16_streams, "
-              "q8_streams, q4_streams)");
+              "q8_streams, q4_streams, line_t0)");
   }
   EXPECT_THROW(force_decode_prefetch("fast"), Error);
   force_decode_prefetch("zen5");
@@ -146,6 +154,9 @@ TEST(DecodePrefetch, BadSpecsNameTheProblem) {
   EXPECT_EQ(message("zen5:bf16_streams=5"),
             "decode prefetch profile \"zen5:bf16_streams=5\": \"bf16_streams=5\": bf16_streams is 1, 2, 3 or 4");
   EXPECT_NE(message("zen5:q8_one_thread=2").find("q8_one_thread is 0 or 1"), std::string::npos);
+  EXPECT_NE(message("zen5:line_t0=2").find("line_t0 is 0 or 1"), std::string::npos);
+  EXPECT_TRUE(parse_decode_prefetch("zen5:line_t0=1").line_t0);
+  EXPECT_FALSE(parse_decode_prefetch("icelake:line_t0=0").line_t0);
   EXPECT_NE(message(":q4_nta=1").find("expected default, zen5 or icelake"), std::string::npos);
   EXPECT_EQ(message(""), "decode prefetch profile \"\": " + message("x").substr(message("x").find("expected")));
 }

@@ -786,7 +786,7 @@ TEST(MatmulQ, DecodePrefetchProfilesGiveTheSameBits) {
         IsaScope iscope(isa);
         std::vector<float> want;
         // (Q4 with nta + L2 prefetches, nta alone, L2 alone and none.)
-        for (const char* profile : {"default", "zen5", "icelake", "zen5:q8_streams=2", "zen5:q4_streams=1", "default:q4_nta=0",
+        for (const char* profile : {"default", "zen5", "icelake", "zen5:line_t0=1", "zen5:q8_streams=2", "zen5:q4_streams=1", "default:q4_nta=0",
                                     "zen5:q4_nta=0", "zen5:q4_streams=4,q8_streams=4"})
           for (int threads : {1, 2}) {
             PrefetchScope scope(profile);

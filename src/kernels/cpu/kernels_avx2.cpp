@@ -1537,7 +1537,14 @@ struct QGemvA8Ctx {
 // Software prefetches the compiler keeps (GCC deletes a loop whose only
 // work is _mm_prefetch; see avx512's prefetch_l2).
 inline void prefetch_l2(const void* p) { asm volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(p))); }
-inline void prefetch_nta(const void* p) { asm volatile("prefetchnta %0" : : "m"(*static_cast<const char*>(p))); }
+// The per-line prefetch (q4_nta's distance): prefetchnta, or prefetcht0
+// where the profile's line_t0 says so (as avx512's prefetch_line).
+inline void prefetch_line(const void* p, bool t0) {
+  if (t0)
+    asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p)));
+  else
+    asm volatile("prefetchnta %0" : : "m"(*static_cast<const char*>(p)));
+}
 // The group scales: this many bytes ahead of the group's (as avx512's kQ4ScalePrefetch).
 constexpr int64_t kScalePrefetch = 2048;
 
@@ -1603,8 +1610,8 @@ void qgemv_a8_block(const QBlk* blk, int64_t m) {
         for (int j = 0; j < NB; ++j) {
           const uint8_t* p = qa[j].group_data(blk[j].b, g) + t * 64;
           if (q4_nta) {
-            prefetch_nta(p + q4_nta);
-            if (t == GS / 8 - 1 && chunk_end[j]) prefetch_nta(p + 64 + q4_nta);
+            prefetch_line(p + q4_nta, c.pf->line_t0);
+            if (t == GS / 8 - 1 && chunk_end[j]) prefetch_line(p + 64 + q4_nta, c.pf->line_t0);
           }
           if (q4_l2 && t % 4 == 0) prefetch_l2(p + q4_l2);
 #pragma GCC unroll 2

@@ -316,14 +316,26 @@ constexpr int kBlkRows = 8;
 // kQ4NtaPrefetch.) All this on Zen 4; Zen 5 reads faster with none
 // (DecodePrefetch, prefetch_tuning.h, holds the distance per CPU).
 constexpr int kSparsePrefetchLines = 4;
+// The per-line prefetch of the decode GEMVs (DecodePrefetch's *_nta
+// distances): prefetchnta, or prefetcht0 where the profile's line_t0 says so
+// (Ice Lake: into L1 it reads 1.04-1.10 of a plain read, where prefetchnta
+// reads 0.37-0.63; docs/performance.md). An asm statement, which the
+// compiler keeps (see prefetch_l2).
+inline void prefetch_line(const void* p, bool t0) {
+  if (t0)
+    asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p)));
+  else
+    asm volatile("prefetchnta %0" : : "m"(*static_cast<const char*>(p)));
+}
 // MG x rows against NB blocks side by side (wb[0 .. NB): NB streams of
 // weight lines, OwnedRanges::work_streams says why; NB = 2 or 4 only with MG
 // = 1).
 // pf: DecodePrefetch::bf16_t2 (on Zen 4 kSparsePrefetch = 12288, the distance
 // measured above), 0: no prefetch; nta: DecodePrefetch::bf16_nta, a
-// prefetchnta that far ahead on every line (Zen 5), 0: none.
+// prefetch that far ahead on every line, 0: none; it is a prefetchnta (Zen
+// 5), or a prefetcht0 where t0 (DecodePrefetch::line_t0, Ice Lake).
 template <int MG, int NB>
-void gemv_blk_group(const float* xeo, int64_t K, const uint16_t* const* wb, int64_t pf, int64_t nta,
+void gemv_blk_group(const float* xeo, int64_t K, const uint16_t* const* wb, int64_t pf, int64_t nta, bool t0,
                     float* out /* [NB][MG][8] */) {
   const __m512i hi_mask = _mm512_set1_epi32(int(0xffff0000u));
   __m512 acc[NB][MG][kBlkRows];
@@ -350,7 +362,7 @@ void gemv_blk_group(const float* xeo, int64_t K, const uint16_t* const* wb, int6
         const __m512i v = _mm512_loadu_si512(p[j] + 32 * r);
         if (pf && r % kSparsePrefetchLines == 0)
           _mm_prefetch(reinterpret_cast<const char*>(p[j] + 32 * r) + pf, _MM_HINT_T2);
-        if (nta) _mm_prefetch(reinterpret_cast<const char*>(p[j] + 32 * r) + nta, _MM_HINT_NTA);
+        if (nta) prefetch_line(reinterpret_cast<const char*>(p[j] + 32 * r) + nta, t0);
         const __m512 lo = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
         const __m512 hi = _mm512_castsi512_ps(_mm512_and_si512(v, hi_mask));
 #pragma GCC unroll 3
@@ -400,6 +412,7 @@ struct GemvBlkCtx {
   const MatmulArgs* a;
   const float* xeo;  // x in the even/odd order, [M][K]
   int64_t pf, nta;   // DecodePrefetch::bf16_t2, bf16_nta
+  bool t0;           // DecodePrefetch::line_t0
 };
 using GemvBlk = detail::BlockOf<GemvBlkCtx>;
 // y rows of one 8-row block, every x row, up to 3 rows per pass.
@@ -413,11 +426,11 @@ void gemv_blk_one(const GemvBlk* blk) {
     const int64_t mg = imin(3, a.M - m0);
     const float* xg = c.xeo + m0 * K;
     if (mg == 3)
-      gemv_blk_group<3, 1>(xg, K, &wb, c.pf, c.nta, out);
+      gemv_blk_group<3, 1>(xg, K, &wb, c.pf, c.nta, c.t0, out);
     else if (mg == 2)
-      gemv_blk_group<2, 1>(xg, K, &wb, c.pf, c.nta, out);
+      gemv_blk_group<2, 1>(xg, K, &wb, c.pf, c.nta, c.t0, out);
     else
-      gemv_blk_group<1, 1>(xg, K, &wb, c.pf, c.nta, out);
+      gemv_blk_group<1, 1>(xg, K, &wb, c.pf, c.nta, c.t0, out);
     for (int64_t m = 0; m < mg; ++m) store_blk_row(a, out + m * kBlkRows, m0 + m, b);
   }
 }
@@ -433,7 +446,7 @@ void gemv_blk_side(const GemvBlk* blk) {
   const uint16_t* wb[NB];
   for (int j = 0; j < NB; ++j) wb[j] = static_cast<const uint16_t*>(blk[j].c->a->w) + blk[j].b * kBlkRows * K;
   alignas(64) float out[NB * kBlkRows];
-  gemv_blk_group<1, NB>(blk[0].c->xeo, K, wb, blk[0].c->pf, blk[0].c->nta, out);
+  gemv_blk_group<1, NB>(blk[0].c->xeo, K, wb, blk[0].c->pf, blk[0].c->nta, blk[0].c->t0, out);
   for (int j = 0; j < NB; ++j) store_blk_row(*blk[j].c->a, out + j * kBlkRows, 0, blk[j].b);
 }
 using GemvBlkJob = detail::BlockJob<GemvBlkCtx, kMatmulQMultiMax, &gemv_blk_one, &gemv_blk_side<2>, &gemv_blk_side<4>,
@@ -453,7 +466,7 @@ void gemv_blocked(const MatmulArgs* as, int n, const Runner& runner) {
     }
   const DecodePrefetch& prof = decode_prefetch();
   GemvBlkJob j;
-  for (int i = 0; i < n; ++i) j.add(GemvBlkCtx{&as[i], xeo, prof.bf16_t2, prof.bf16_nta}, as[i].N / kBlkRows);
+  for (int i = 0; i < n; ++i) j.add(GemvBlkCtx{&as[i], xeo, prof.bf16_t2, prof.bf16_nta, prof.line_t0}, as[i].N / kBlkRows);
   const int streams = a.M == 1 && j.n_blocks() >= prof.bf16_streams * runner.n_threads ? prof.bf16_streams : 1;
   j.run(runner, streams, kGemvClaimBytes / (kBlkRows * K * 2));
 }
@@ -858,9 +871,6 @@ void gemm(const MatmulArgs* as, int n, const Runner& runner, bool dot) {
 // deletes a loop whose only work is __builtin_prefetch / _mm_prefetch (known
 // codegen issue), while an asm statement with side effects stays.
 inline void prefetch_l2(const void* p) { asm volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(p))); }
-// The same with the non-temporal hint (toward L1, kept out of the outer
-// caches as far as the CPU can).
-inline void prefetch_nta(const void* p) { asm volatile("prefetchnta %0" : : "m"(*static_cast<const char*>(p))); }
 
 // dst[t][0 .. hd) = block token t of kv_head as f32, t < nt (I8: times its scale).
 template <DType T>
@@ -1904,7 +1914,7 @@ constexpr int64_t kQKC = 8192;
 constexpr int64_t kQNBlocks = 8;            // GEMM: 16-row blocks per task (128 rows)
 constexpr int64_t kQGemvMaxMA8 = 4;         // decode A8 GEMV: x rows in one pass
 // Decode A8 GEMV on Q4, any number of threads: the loop over a group's
-// lines is unrolled, each line is prefetched non-temporally (prefetch_nta)
+// lines is unrolled, each line is prefetched non-temporally (prefetch_line)
 // kQ4NtaPrefetch bytes ahead, and once per 4 lines a prefetch into L2
 // (prefetch_l2) reaches kQ4L2Prefetch bytes ahead; with several threads the
 // group scales are prefetched too (kQ4ScalePrefetch, QGemvA8Ctx::prefetch).
@@ -2110,6 +2120,7 @@ void qgemv_a8_block(const QBlk* blk) {
   QuantAddr qa[NB];
 #pragma GCC unroll 4
   for (int j = 0; j < NB; ++j) qa[j] = quant_addr(*blk[j].c->a->w);
+  const bool t0 = c.pf->line_t0;
   const int64_t q8_t2 = c.pf->q8_t2, q8_l2 = c.pf->q8_l2, q8_nta = c.pf->q8_nta, q4_nta = c.pf->q4_nta,
                 q4_l2 = c.pf->q4_l2;
   const __m512i low4 = _mm512_set1_epi8(15);
@@ -2145,9 +2156,9 @@ void qgemv_a8_block(const QBlk* blk) {
             if (q8_l2) prefetch_l2(p + s * 64 + q8_l2);
           }
           if (PF && q8_nta) {
-            prefetch_nta(p + s * 64 + q8_nta);
-            prefetch_nta(p + s * 64 + 64 + q8_nta);
-            if (s == gs / 4 - 2 && chunk_end[j]) prefetch_nta(p + s * 64 + 128 + q8_nta);
+            prefetch_line(p + s * 64 + q8_nta, t0);
+            prefetch_line(p + s * 64 + 64 + q8_nta, t0);
+            if (s == gs / 4 - 2 && chunk_end[j]) prefetch_line(p + s * 64 + 128 + q8_nta, t0);
           }
 #pragma GCC unroll 4
           for (int m = 0; m < MR; ++m) {
@@ -2167,8 +2178,8 @@ void qgemv_a8_block(const QBlk* blk) {
           const uint8_t* p = qa[j].group_data(blk[j].b, g);
           const __m512i l = _mm512_loadu_si512(p + s * 64);
           if (q4_nta) {
-            prefetch_nta(p + s * 64 + q4_nta);
-            if (s == gs / 8 - 1 && chunk_end[j]) prefetch_nta(p + s * 64 + 64 + q4_nta);
+            prefetch_line(p + s * 64 + q4_nta, t0);
+            if (s == gs / 8 - 1 && chunk_end[j]) prefetch_line(p + s * 64 + 64 + q4_nta, t0);
           }
           if (q4_l2 && s % 4 == 0) prefetch_l2(p + s * 64 + q4_l2);
           const __m512i lo = _mm512_and_si512(l, low4), hi16 = _mm512_andnot_si512(low4, l);

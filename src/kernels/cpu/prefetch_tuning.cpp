@@ -16,7 +16,7 @@ namespace {
 // Tuned on the Zen 4 EPYC (and the Xeon before it); why each distance is
 // what it is: the comments at kSparsePrefetch, kQ4NtaPrefetch and
 // kQ8L2Prefetch in kernels_avx512.cpp.
-constexpr DecodePrefetch kDefault{"default", 12288, 0, 12288, 24576, 0, false, 4096, 32768, 1, 1, 1};
+constexpr DecodePrefetch kDefault{"default", 12288, 0, 12288, 24576, 0, false, 4096, 32768, 1, 1, 1, false};
 // Zen 5 EPYC (family 0x1A), each choice an A/B in the model on one run,
 // 2 and 1 threads (docs/performance.md):
 //  - BF16: no T2 prefetch, 40-43 -> 63-66 GB/s (2 threads), 20 -> 26-29
@@ -73,24 +73,29 @@ constexpr DecodePrefetch kDefault{"default", 12288, 0, 12288, 24576, 0, false, 4
 //    tok/s faster in 18 of 18 runs, by 0.4-6.5 % (bf16 1 and 2 threads,
 //    and int8 and int4 with their BF16 output layer); three streams with
 //    768 or 1024 bytes ahead, and four with 1.5 KB, gained less or nothing.
-constexpr DecodePrefetch kZen5{"zen5", 0, 1536, 0, 0, 1024, true, 1536, 0, 3, 4, 4};
+constexpr DecodePrefetch kZen5{"zen5", 0, 1536, 0, 0, 1024, true, 1536, 0, 3, 4, 4, false};
 
-// Intel Ice Lake-SP/-D (family 6, models 0x6A and 0x6C): no software
-// prefetch at all and four weight streams per thread in every GEMV. Here the
-// prefetches that Zen 4 and Zen 5 wanted cost: in bench_gemv_pairs
-// (TinyLlama gate_up shape, profiles in turn, 30 rounds, 2026-12-07) the
-// default profile read 0.77 (BF16), 0.64 (Q8) and 0.80 (Q4) of a plain
-// four-stream read of the same bytes on 2 threads, zen5's prefetchnta 0.37
-// (BF16, 1 thread), and this profile 0.98, 0.93 and 0.93; any prefetch
-// added back to four streams lost (Q4: prefetcht1 2 or 8 KB ahead 0.69 and
-// 0.79, prefetchnta 512 B or 2 KB ahead 0.63 and 0.54). One core reads only
-// 11-13 GB/s there: its misses in flight, which four runs of lines let the
-// L2 streamer keep busy, are what a decode GEMV is short of, and a software
-// prefetch takes one of them. In the model, decode steps in turn against
-// default: tinyllama int4 +15 % (2 threads) and +10 % (1), qwen2.5-0.5b int8
-// +29 % and +20 %, qwen2.5-0.5b bf16 +24 % (2); three BF16 streams or two Q4
-// ones read less (docs/performance.md).
-constexpr DecodePrefetch kIcelake{"icelake", 0, 0, 0, 0, 0, false, 0, 0, 4, 4, 4};
+// Intel Ice Lake-SP/-D (family 6, models 0x6A and 0x6C): four weight
+// streams per thread in every GEMV and a prefetcht0 on every line (line_t0),
+// 4 KB ahead for BF16 and 2 KB for Q8 (on one thread too) and Q4. Measured
+// 2026-12-07 with bench_gemv_pairs (TinyLlama gate_up shape, profiles in
+// turn, 30 rounds), as a share of a plain four-stream read of the same bytes:
+//  - default (T2/T1 prefetches, one stream) read 0.77 (BF16), 0.64 (Q8) and
+//    0.80 (Q4) on 2 threads; zen5's prefetchnta on every line 0.37 (BF16, 1
+//    thread): a non-temporal prefetch costs here;
+//  - four streams and no prefetch: 0.98, 0.93, 0.93 (2 threads); any
+//    prefetcht1 or prefetchnta added back lost (Q4: 0.54-0.79);
+//  - four streams and a prefetcht0 on every line: 1.07-1.12 (BF16, 4 KB),
+//    1.09-1.10 (Q8, 2 KB), 1.03-1.04 (Q4, 1.5-4 KB) on 2 threads, 1.06-1.14
+//    on 1 (2 KB). One core reads only 11-13 GB/s: its misses in flight are
+//    the limit, and a prefetch into L1 keeps them busy where the loop's own
+//    loads, behind its arithmetic, fall behind.
+// In the model, decode steps in turn: four streams without prefetch against
+// default +10-29 %; then the prefetcht0 against four streams without it,
+// tinyllama int4 +7 % (2 threads) and +14 % (1), qwen2.5-0.5b int4 with an
+// int8 output layer +30 % and +15 %, qwen2.5-0.5b bf16 +10 % and +7 %
+// (docs/performance.md).
+constexpr DecodePrefetch kIcelake{"icelake", 0, 4096, 0, 0, 2048, true, 2048, 0, 4, 4, 4, true};
 
 const DecodePrefetch* by_name(const std::string& v) {
   if (v == kDefault.name) return &kDefault;
@@ -101,7 +106,7 @@ const DecodePrefetch* by_name(const std::string& v) {
 
 constexpr const char* kChoices =
     "expected default, zen5 or icelake, optionally with :field=value,... (fields bf16_t2, bf16_nta, q8_t2, q8_l2, q8_nta, q8_one_thread, "
-    "q4_nta, q4_l2, bf16_streams, q8_streams, q4_streams)";
+    "q4_nta, q4_l2, bf16_streams, q8_streams, q4_streams, line_t0)";
 
 // Field `key` of d, or nullptr.
 int64_t* int_field(DecodePrefetch& d, const std::string& key) {
@@ -149,9 +154,9 @@ const DecodePrefetch& parse_spec(const char* spec, const char* label) {
       fail(label, "\"", text, "\": \"", item, "\" is not field=value with a value from 0 to 1073741824");
     if (int64_t* f = int_field(d, key)) {
       *f = v;
-    } else if (key == "q8_one_thread") {
-      if (v > 1) fail(label, "\"", text, "\": \"", item, "\": q8_one_thread is 0 or 1");
-      d.q8_one_thread = v == 1;
+    } else if (key == "q8_one_thread" || key == "line_t0") {
+      if (v > 1) fail(label, "\"", text, "\": \"", item, "\": ", key, " is 0 or 1");
+      (key == "line_t0" ? d.line_t0 : d.q8_one_thread) = v == 1;
     } else if (int* n = streams_field(d, key)) {
       // Three streams only for BF16: its GEMV has a three-block kernel.
       const bool bf16 = key == "bf16_streams";
