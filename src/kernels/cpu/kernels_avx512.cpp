@@ -1914,7 +1914,8 @@ constexpr int64_t kQKC = 8192;
 constexpr int64_t kQNBlocks = 8;            // GEMM: 16-row blocks per task (128 rows)
 constexpr int64_t kQGemvMaxMA8 = 4;         // decode A8 GEMV: x rows in one pass
 // Decode A8 GEMV on Q4, any number of threads: the loop over a group's
-// lines is unrolled, each line is prefetched non-temporally (prefetch_line)
+// lines is unrolled, each line is prefetched (prefetch_line: prefetchnta, or
+// prefetcht0 where the profile's line_t0 says so)
 // kQ4NtaPrefetch bytes ahead, and once per 4 lines a prefetch into L2
 // (prefetch_l2) reaches kQ4L2Prefetch bytes ahead; with several threads the
 // group scales are prefetched too (kQ4ScalePrefetch, QGemvA8Ctx::prefetch).
