@@ -83,9 +83,9 @@ constexpr DecodePrefetch kZen5{"zen5", 0, 1536, 0, 0, 1024, true, 1536, 0, 3, 4,
 //  - default (T2/T1 prefetches, one stream) read 0.77 (BF16), 0.64 (Q8) and
 //    0.80 (Q4) on 2 threads; zen5's prefetchnta on every line 0.37 (BF16, 1
 //    thread): a non-temporal prefetch costs here;
-//  - four streams and no prefetch: 0.98, 0.93, 0.93 (2 threads); any
+//  - four streams and no prefetch: 0.98, 0.93, 0.93 (2 threads, one run); any
 //    prefetcht1 or prefetchnta added back lost (Q4: 0.54-0.79);
-//  - four streams and a prefetcht0 on every line: 1.07-1.12 (BF16, 4 KB),
+//  - four streams and a prefetcht0 on every line: 1.10-1.12 (BF16, 4 KB),
 //    1.09-1.10 (Q8, 2 KB), 1.03-1.04 (Q4, 1.5-4 KB) on 2 threads, 1.06-1.14
 //    on 1 (2 KB). One core reads only 11-13 GB/s: its misses in flight are
 //    the limit, and a prefetch into L1 keeps them busy where the loop's own
