@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/impl.h"
 #include "kernels/cpu/owned_ranges.h"
+#include "kernels/cpu/prefetch.h"
 #include "kernels/cpu/prefetch_tuning.h"
 #include "kernels/cpu/qgemv_dispatch.h"
 #include "kernels/cpu/quant_layout.h"
@@ -1534,17 +1535,7 @@ struct QGemvA8Ctx {
   const DecodePrefetch* pf;  // distances (prefetch_tuning.h)
 };
 
-// Software prefetches the compiler keeps (GCC deletes a loop whose only
-// work is _mm_prefetch; see avx512's prefetch_l2).
-inline void prefetch_l2(const void* p) { asm volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(p))); }
-// The per-line prefetch (q4_nta's distance): prefetchnta, or prefetcht0
-// where the profile's line_t0 says so (as avx512's prefetch_line).
-inline void prefetch_line(const void* p, bool t0) {
-  if (t0)
-    asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p)));
-  else
-    asm volatile("prefetchnta %0" : : "m"(*static_cast<const char*>(p)));
-}
+// Software prefetches: prefetch_l2 and prefetch_line (kernels/cpu/prefetch.h).
 // The group scales: this many bytes ahead of the group's (as avx512's kQ4ScalePrefetch).
 constexpr int64_t kScalePrefetch = 2048;
 

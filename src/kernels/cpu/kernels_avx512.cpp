@@ -31,6 +31,7 @@
 
 #include "kernels/cpu/impl.h"
 #include "kernels/cpu/owned_ranges.h"
+#include "kernels/cpu/prefetch.h"
 #include "kernels/cpu/prefetch_tuning.h"
 #include "kernels/cpu/qgemv_dispatch.h"
 #include "kernels/cpu/quant_layout.h"
@@ -316,17 +317,6 @@ constexpr int kBlkRows = 8;
 // kQ4NtaPrefetch.) All this on Zen 4; Zen 5 reads faster with none
 // (DecodePrefetch, prefetch_tuning.h, holds the distance per CPU).
 constexpr int kSparsePrefetchLines = 4;
-// The per-line prefetch of the decode GEMVs (DecodePrefetch's *_nta
-// distances): prefetchnta, or prefetcht0 where the profile's line_t0 says so
-// (Ice Lake: into L1 it reads 1.04-1.10 of a plain read, where prefetchnta
-// reads 0.37-0.63; docs/performance.md). An asm statement, which the
-// compiler keeps (see prefetch_l2).
-inline void prefetch_line(const void* p, bool t0) {
-  if (t0)
-    asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p)));
-  else
-    asm volatile("prefetchnta %0" : : "m"(*static_cast<const char*>(p)));
-}
 // MG x rows against NB blocks side by side (wb[0 .. NB): NB streams of
 // weight lines, OwnedRanges::work_streams says why; NB = 2 or 4 only with MG
 // = 1).
@@ -866,11 +856,6 @@ void gemm(const MatmulArgs* as, int n, const Runner& runner, bool dot) {
 // so that rows stream one contiguous buffer) into an L2-resident buffer, and
 // every row's dot products / value sums run over the whole chunk from there.
 // Scores of all rows are kept ([row][n_ctx]) between the two passes.
-
-// Software prefetch into L2 (prefetcht1) that the compiler keeps: GCC 12
-// deletes a loop whose only work is __builtin_prefetch / _mm_prefetch (known
-// codegen issue), while an asm statement with side effects stays.
-inline void prefetch_l2(const void* p) { asm volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(p))); }
 
 // dst[t][0 .. hd) = block token t of kv_head as f32, t < nt (I8: times its scale).
 template <DType T>
