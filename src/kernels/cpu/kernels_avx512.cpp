@@ -13,12 +13,12 @@
 //    transposing shuffle tree (~2 ops per accumulator). Each thread streams
 //    one contiguous range of W rows and then helps the others (OwnedRanges).
 //  - prefill: BLIS-style GEMM. x is packed once per call into k-major panels
-//    of kMR rows; every task converts + transposes a block of W rows into f32
-//    slivers [k][32] (once per k-block, amortised over all M rows), and a
-//    12 x 32 micro-kernel (24 zmm accumulators, x broadcast from the panel,
+//    of kFmaMR rows; every task converts + transposes a block of W rows into
+//    f32 slivers [k][64] (once per k-block, amortised over all M rows), and a
+//    6 x 64 micro-kernel (24 zmm accumulators, x broadcast from the panel,
 //    W sliver L1-resident) accumulates into y. No horizontal sums.
 // Accumulation is f32 throughout (GEMV: K/16 terms per lane; GEMM: K terms
-// per output, in k-blocks of 256). See tests/kernels/test_matmul.cpp for the
+// per output, in k-blocks of 128). See tests/kernels/test_matmul.cpp for the
 // error bound checked against the double reference.
 // GCC 12 warns about the deliberately undefined vectors in its own
 // _mm512_undefined_ps-based intrinsics (a known false positive).
@@ -153,19 +153,30 @@ inline __m512 silu_mul16(__m512 g, __m512 u) {
 
 // ================================================================= matmul
 constexpr int64_t kGemvMaxM = 8;  // above this, the packed GEMM path
-// GEMM register tile: kMR x-rows by kNC = 16 * kNW W-rows (2 * 12 accumulators).
-// Measured alternatives (14x32, 8x48, 6x64; k-blocks 128-384) were within noise.
-constexpr int kMR = 12;
-constexpr int kNW = 2;                // zmm vectors of W per k in the tile
-constexpr int64_t kNC = 16 * kNW;     // W rows per sliver
-constexpr int64_t kKC = 256;          // k-block: a W sliver is kKC * kNC * 4 = 32 KiB (L1)
-constexpr int64_t kNB = 8 * kNC;      // W rows per task (256)
-// Few m-tiles: the W panel is reused only a few times, so packing dominates;
+// Prefill GEMM register tiles: MR x-rows (broadcast) by NC = 16 * NW W-rows
+// (vectors), MR * NW zmm accumulators.
+//  - f32 FMA (F32/F16 weights, and BF16 where vdpbf16ps is not used): 6 x 64,
+//    4 W vectors and 6 broadcasts per 24 FMAs. On Ice Lake-SP it ran 0.81-0.84
+//    of the FMA peak against 0.68 for 12 x 32 (the earlier tile) in one
+//    process, alternated over 21 rounds (docs/performance.md); on Zen 4/5 the
+//    two were within noise. A k-block of kFmaKC keeps the sliver
+//    (kFmaKC * 64 * 4 = 32 KiB) in L1.
+//  - BF16 dot products (vdpbf16ps, Zen 4/5): 12 x 32 in k-pairs, unchanged.
+constexpr int kFmaMR = 6;
+constexpr int kFmaNW = 4;
+constexpr int64_t kFmaNC = 16 * kFmaNW;  // W rows per sliver
+constexpr int64_t kFmaKC = 128;
+constexpr int kMR = 12;               // dot path
+constexpr int kNW = 2;                // zmm vectors of W per k in the dot tile
+constexpr int64_t kNC = 16 * kNW;     // W rows per dot sliver
+constexpr int64_t kNB = 256;          // W rows per task (a multiple of both slivers)
+// Few x rows: the W panel is reused only a few times, so packing dominates;
 // take whole rows (up to kKCSmallM values) so that packing reads W in long
 // sequential runs, and fewer rows per task.
-constexpr int64_t kSmallMTiles = 4;
+constexpr int64_t kSmallMRows = 48;
 constexpr int64_t kKCSmallM = 4096;
-constexpr int64_t kNBSmallM = 2 * kNC;
+constexpr int64_t kNBSmallM = 64;
+static_assert(kNB % kFmaNC == 0 && kNB % kNC == 0 && kNBSmallM % kFmaNC == 0 && kNBSmallM % kNC == 0);
 
 // ---------------------------------------------------------------- decode GEMV
 // out[m * NR + r] = sum_{k < kl} x[m * ldx + k] * w[r * ldw + k] for an MR x NR tile.
@@ -462,46 +473,56 @@ void gemv_blocked(const MatmulArgs* as, int n, const Runner& runner) {
 }
 
 // ---------------------------------------------------------------- prefill GEMM
-// BLIS-style: C[MR x 32] += xpanel[k][MR] (broadcast) * wpanel[k][32] (two
-// zmm), 2*MR accumulators live for a whole k-block, no horizontal sums.
-//  - x is packed once per call into [m-tile][k-block][k][kMR] (shared).
+// BLIS-style: C[6 x 64] += xpanel[k][6] (broadcast) * wpanel[k][64] (four
+// zmm), 24 accumulators live for a whole k-block, no horizontal sums.
+//  - x is packed once per call into [m-tile][k-block][k][kFmaMR] (shared).
 //  - each task owns a block of kNB W rows: per k-block it converts and
-//    transposes them into [32-row sliver][k][32] f32 (L2 resident), then for
-//    each sliver (kKC * 128 bytes, L1 resident) runs over all its m-tiles.
-//  - with at most kSmallMTiles m-tiles the k-block is the whole row (up to
+//    transposes them into [64-row sliver][k][64] f32 (L2 resident), then for
+//    each sliver (kFmaKC * 256 bytes, L1 resident) runs over all its m-tiles.
+//  - with at most kSmallMRows x rows the k-block is the whole row (up to
 //    kKCSmallM) and tasks are smaller: packing, which then dominates, reads
 //    W in long runs straight from memory.
-template <int MR>
+template <int MR, int NW>
 void gemm_micro(const float* xp, const float* wp, int64_t kcl, float* c, int64_t ldc, int64_t ncols, bool first,
                 const float* bias) {
-  __m512 acc[MR][kNW];
+  constexpr int64_t NC = 16 * NW, XS = kFmaMR;  // XS: the x panel's row count (MR <= XS on the tail)
+  // The C tile is read back at the end (after the first k-block): start its
+  // lines on their way now, behind the FMAs.
+  if (!first)
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
+      for (int v = 0; v < NW; ++v) prefetch_l1(c + i * ldc + 16 * v);
+  __m512 acc[MR][NW];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < kNW; ++v) acc[i][v] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int v = 0; v < NW; ++v) acc[i][v] = _mm512_setzero_ps();
   for (int64_t k = 0; k < kcl; ++k) {
-    __m512 wv[kNW];
-#pragma GCC unroll 4
-    for (int v = 0; v < kNW; ++v) wv[v] = _mm512_load_ps(wp + kNC * k + 16 * v);
+    __m512 wv[NW];
+#pragma GCC unroll 8
+    for (int v = 0; v < NW; ++v) wv[v] = _mm512_load_ps(wp + NC * k + 16 * v);
+    // x panel lines stream in from L2 (one call per m-tile); 16 k ahead.
+    prefetch_l1(xp + (k + 16) * XS);
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
-      const __m512 b = _mm512_set1_ps(xp[k * kMR + i]);
-#pragma GCC unroll 4
-      for (int v = 0; v < kNW; ++v) acc[i][v] = _mm512_fmadd_ps(b, wv[v], acc[i][v]);
+      const __m512 b = _mm512_set1_ps(xp[k * XS + i]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NW; ++v) acc[i][v] = _mm512_fmadd_ps(b, wv[v], acc[i][v]);
     }
   }
-  __mmask16 msk[kNW];
-  __m512 bv[kNW];
-#pragma GCC unroll 4
-  for (int v = 0; v < kNW; ++v) {
+  __mmask16 msk[NW];
+  __m512 bv[NW];
+#pragma GCC unroll 8
+  for (int v = 0; v < NW; ++v) {
     msk[v] = tail_mask(imax(0, ncols - 16 * v));
     bv[v] = first && bias ? _mm512_maskz_loadu_ps(msk[v], bias + 16 * v) : _mm512_setzero_ps();
   }
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i) {
     float* row = c + i * ldc;
-#pragma GCC unroll 4
-    for (int v = 0; v < kNW; ++v) {
+#pragma GCC unroll 8
+    for (int v = 0; v < NW; ++v) {
       __m512 s = first ? bv[v] : _mm512_maskz_loadu_ps(msk[v], row + 16 * v);
       _mm512_mask_storeu_ps(row + 16 * v, msk[v], _mm512_add_ps(s, acc[i][v]));
     }
@@ -509,23 +530,15 @@ void gemm_micro(const float* xp, const float* wp, int64_t kcl, float* c, int64_t
 }
 
 using MicroFn = void (*)(const float*, const float*, int64_t, float*, int64_t, int64_t, bool, const float*);
-static_assert(kMR <= 14);
+static_assert(kFmaMR == 6);
 MicroFn micro_for_rows(int64_t mr) {
   switch (mr) {
-    case 1: return &gemm_micro<1>;
-    case 2: return &gemm_micro<2>;
-    case 3: return &gemm_micro<3>;
-    case 4: return &gemm_micro<4>;
-    case 5: return &gemm_micro<5>;
-    case 6: return &gemm_micro<6>;
-    case 7: return &gemm_micro<7>;
-    case 8: return &gemm_micro<8>;
-    case 9: return &gemm_micro<9>;
-    case 10: return &gemm_micro<10>;
-    case 11: return &gemm_micro<11>;
-    case 12: return &gemm_micro<12>;
-    case 13: return &gemm_micro<13 <= kMR ? 13 : kMR>;
-    default: return &gemm_micro<kMR>;
+    case 1: return &gemm_micro<1, kFmaNW>;
+    case 2: return &gemm_micro<2, kFmaNW>;
+    case 3: return &gemm_micro<3, kFmaNW>;
+    case 4: return &gemm_micro<4, kFmaNW>;
+    case 5: return &gemm_micro<5, kFmaNW>;
+    default: return &gemm_micro<kFmaMR, kFmaNW>;
   }
 }
 
@@ -568,30 +581,30 @@ inline const E* w_at(const E* w, int64_t K, bool blocked, int64_t n, int64_t k) 
   return w + ((n >> 3) * (K >> 5) + (k >> 5)) * 256 + (n & 7) * 32 + (k & 31);
 }
 
-// dst[k][kNC] (k < kcl) = W[n0 + j, k0 + k] as f32 for j < kNC, zero for rows >= nrows.
+// dst[k][kFmaNC] (k < kcl) = W[n0 + j, k0 + k] as f32 for j < kFmaNC, zero for rows >= nrows.
 template <DType T>
 void pack_w_sliver(const typename Ld<T>::E* w, int64_t K, bool blocked, int64_t n0, int64_t nrows, int64_t k0,
                    int64_t kcl, float* dst) {
   for (int64_t kk = 0; kk < kcl; kk += 16) {
     const __mmask16 km = tail_mask(kcl - kk);
     const int64_t kn = imin(16, kcl - kk);
-    for (int half = 0; half < kNW; ++half) {
+    for (int quarter = 0; quarter < kFmaNW; ++quarter) {
       __m512 r[16];
 #pragma GCC unroll 16
       for (int j = 0; j < 16; ++j) {
-        const int64_t row = half * 16 + j;
+        const int64_t row = quarter * 16 + j;
         r[j] = row < nrows ? Ld<T>::load(w_at(w, K, blocked, n0 + row, k0 + kk), km) : _mm512_setzero_ps();
       }
       transpose16(r);
-      float* d = dst + kk * kNC + half * 16;
-      for (int64_t c = 0; c < kn; ++c) _mm512_store_ps(d + c * kNC, r[c]);
+      float* d = dst + kk * kFmaNC + quarter * 16;
+      for (int64_t c = 0; c < kn; ++c) _mm512_store_ps(d + c * kFmaNC, r[c]);
     }
   }
 }
 
 struct GemmCtx {
   const MatmulArgs* a;
-  float* xp;  // packed x: [m-tile][k-block][kc][kMR]
+  float* xp;  // packed x: [m-tile][k-block][kc][MR] (the path's MR)
   int64_t kc;     // k-block length
   int64_t n_kb, n_mt;
   int64_t nb;                     // W rows per task (multiple of 32)
@@ -601,13 +614,13 @@ struct GemmCtx {
 void gemm_pack_x_task(void* p, int64_t mt, int) {
   const auto& c = *static_cast<const GemmCtx*>(p);
   const MatmulArgs& a = *c.a;
-  const int64_t m0 = mt * kMR, mr = imin(kMR, a.M - m0);
+  const int64_t m0 = mt * kFmaMR, mr = imin(kFmaMR, a.M - m0);
   for (int64_t kb = 0; kb < c.n_kb; ++kb) {
-    float* dst = c.xp + (mt * c.n_kb + kb) * c.kc * kMR;
+    float* dst = c.xp + (mt * c.n_kb + kb) * c.kc * kFmaMR;
     const int64_t k0 = kb * c.kc, kcl = imin(c.kc, a.K - k0);
     for (int64_t i = 0; i < mr; ++i) {
       const float* src = a.x + (m0 + i) * a.ldx + k0;
-      for (int64_t k = 0; k < kcl; ++k) dst[k * kMR + i] = src[k];
+      for (int64_t k = 0; k < kcl; ++k) dst[k * kFmaMR + i] = src[k];
     }
   }
 }
@@ -616,20 +629,20 @@ template <DType T>
 void gemm_block(const GemmCtx& c, int64_t n0, int64_t n1, int64_t mt0, int64_t mt1) {
   const MatmulArgs& a = *c.a;
   const auto* w = static_cast<const typename Ld<T>::E*>(a.w);
-  const int64_t nrows = n1 - n0, n_sl = (nrows + kNC - 1) / kNC;
-  float* panel = detail::scratch(detail::kScratchPanel, n_sl * c.kc * kNC);
+  const int64_t nrows = n1 - n0, n_sl = (nrows + kFmaNC - 1) / kFmaNC;
+  float* panel = detail::scratch(detail::kScratchPanel, n_sl * c.kc * kFmaNC);
   for (int64_t kb = 0; kb < c.n_kb; ++kb) {
     const int64_t k0 = kb * c.kc, kcl = imin(c.kc, a.K - k0);
     for (int64_t s = 0; s < n_sl; ++s)
-      pack_w_sliver<T>(w, a.K, a.bf16_blocked, n0 + kNC * s, imin(kNC, nrows - kNC * s), k0, kcl,
-                       panel + s * c.kc * kNC);
+      pack_w_sliver<T>(w, a.K, a.bf16_blocked, n0 + kFmaNC * s, imin(kFmaNC, nrows - kFmaNC * s), k0, kcl,
+                       panel + s * c.kc * kFmaNC);
     for (int64_t s = 0; s < n_sl; ++s) {
-      const int64_t ncols = imin(kNC, nrows - kNC * s), nn = n0 + kNC * s;
-      const float* wp = panel + s * c.kc * kNC;
+      const int64_t ncols = imin(kFmaNC, nrows - kFmaNC * s), nn = n0 + kFmaNC * s;
+      const float* wp = panel + s * c.kc * kFmaNC;
       const float* bias = a.bias ? a.bias + nn : nullptr;
       for (int64_t mt = mt0; mt < mt1; ++mt) {
-        const int64_t m0 = mt * kMR, mr = imin(kMR, a.M - m0);
-        micro_for_rows(mr)(c.xp + (mt * c.n_kb + kb) * c.kc * kMR, wp, kcl, a.y + m0 * a.ldy + nn, a.ldy, ncols,
+        const int64_t m0 = mt * kFmaMR, mr = imin(kFmaMR, a.M - m0);
+        micro_for_rows(mr)(c.xp + (mt * c.n_kb + kb) * c.kc * kFmaMR, wp, kcl, a.y + m0 * a.ldy + nn, a.ldy, ncols,
                            kb == 0, bias);
       }
     }
@@ -810,12 +823,13 @@ void gemm_multi(const MatmulArgs* as, int n, const Runner& runner) {
   GemmCtx& c0 = j.ctx[0];
   c0 = GemmCtx{};
   c0.a = &a;
-  c0.n_mt = (a.M + kMR - 1) / kMR;
-  const bool small_m = c0.n_mt <= kSmallMTiles;
+  constexpr int64_t MR = dot ? kMR : kFmaMR, NC = dot ? kNC : kFmaNC;
+  c0.n_mt = (a.M + MR - 1) / MR;
+  const bool small_m = a.M <= kSmallMRows;
   const int64_t step = dot ? 2 : 1;  // the dot path works in k-pairs
-  c0.kc = imin(small_m ? kKCSmallM : (dot ? kKCDot : kKC), round_up(a.K, step));
+  c0.kc = imin(small_m ? kKCSmallM : (dot ? kKCDot : kFmaKC), round_up(a.K, step));
   c0.n_kb = (a.K + c0.kc - 1) / c0.kc;
-  c0.xp = detail::scratch(detail::kScratchShared, c0.n_mt * c0.n_kb * c0.kc / step * kMR);
+  c0.xp = detail::scratch(detail::kScratchShared, c0.n_mt * c0.n_kb * c0.kc / step * MR);
   const int64_t T = runner.n_threads;
   for (int i = 0; i < n; ++i) {
     GemmCtx& c = j.ctx[i];
@@ -823,7 +837,7 @@ void gemm_multi(const MatmulArgs* as, int n, const Runner& runner) {
     c.a = &as[i];
     const int64_t N = as[i].N;
     // W rows per task, fewer when N is small so every thread has work.
-    c.nb = imin(small_m ? kNBSmallM : kNB, imax(kNC, round_up((N + 2 * T - 1) / (2 * T), kNC)));
+    c.nb = imin(small_m ? kNBSmallM : kNB, imax(NC, round_up((N + 2 * T - 1) / (2 * T), NC)));
     c.n_ntasks = (N + c.nb - 1) / c.nb;
     // Split M as well when there are not enough W blocks for the threads.
     int64_t m_chunks = c.n_ntasks >= 2 * T ? 1 : imin(c.n_mt, (2 * T + c.n_ntasks - 1) / c.n_ntasks);

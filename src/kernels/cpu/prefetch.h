@@ -1,6 +1,6 @@
 #pragma once
 // Internal to kernels/cpu, for the SIMD files: the software prefetches the
-// decode kernels issue. Each is an asm statement with side effects because
+// decode kernels (and the prefill GEMM) issue. Each is an asm statement with side effects because
 // GCC 12 deletes a loop whose only work is __builtin_prefetch /
 // _mm_prefetch (known codegen issue), while such a statement stays.
 //
@@ -10,6 +10,9 @@
 
 namespace rinfer::kernels::cpu {
 namespace {
+
+// Into L1 (prefetcht0).
+inline void prefetch_l1(const void* p) { asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p))); }
 
 // Into L2 (prefetcht1).
 inline void prefetch_l2(const void* p) { asm volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(p))); }
