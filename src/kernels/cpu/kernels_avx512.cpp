@@ -15,10 +15,10 @@
 //  - prefill: BLIS-style GEMM. x is packed once per call into k-major panels
 //    of kFmaMR rows; every task converts + transposes a block of W rows into
 //    f32 slivers [k][64] (once per k-block, amortised over all M rows), and a
-//    6 x 64 micro-kernel (24 zmm accumulators, x broadcast from the panel,
-//    W sliver L1-resident) accumulates into y. No horizontal sums.
+//    6 x 64 micro-kernel (24 zmm accumulators, x broadcast from an
+//    L1-resident panel, W slivers from L2) accumulates into y. No horizontal sums.
 // Accumulation is f32 throughout (GEMV: K/16 terms per lane; GEMM: K terms
-// per output, in k-blocks of 128). See tests/kernels/test_matmul.cpp for the
+// per output, in k-blocks of 512). See tests/kernels/test_matmul.cpp for the
 // error bound checked against the double reference.
 // GCC 12 warns about the deliberately undefined vectors in its own
 // _mm512_undefined_ps-based intrinsics (a known false positive).
@@ -156,16 +156,18 @@ constexpr int64_t kGemvMaxM = 8;  // above this, the packed GEMM path
 // Prefill GEMM register tiles: MR x-rows (broadcast) by NC = 16 * NW W-rows
 // (vectors), MR * NW zmm accumulators.
 //  - f32 FMA (F32/F16 weights, and BF16 where vdpbf16ps is not used): 6 x 64,
-//    4 W vectors and 6 broadcasts per 24 FMAs. On Ice Lake-SP it ran 0.81-0.84
-//    of the FMA peak against 0.68 for 12 x 32 (the earlier tile) in one
-//    process, alternated over 21 rounds (docs/performance.md); on Zen 4/5 the
-//    two were within noise. A k-block of kFmaKC keeps the sliver
-//    (kFmaKC * 64 * 4 = 32 KiB) in L1.
+//    4 W vectors and 6 broadcasts per 24 FMAs. Each m-tile's x panel
+//    (6 * kFmaKC * 4 = 12 KiB) stays in L1 while the task's W slivers (L2)
+//    stream past it; the long k-block halves the passes over y. On Ice
+//    Lake-SP (docs/performance.md) this ran 0.77 of the FMA peak where the
+//    earlier 12 x 32 tile with W in L1 and k-blocks of 256 ran 0.61 (a model
+//    of the task loop, one process, 21 alternated rounds); on Zen 4/5 tiles
+//    of 12 x 32 .. 6 x 64 were within noise.
 //  - BF16 dot products (vdpbf16ps, Zen 4/5): 12 x 32 in k-pairs, unchanged.
 constexpr int kFmaMR = 6;
 constexpr int kFmaNW = 4;
 constexpr int64_t kFmaNC = 16 * kFmaNW;  // W rows per sliver
-constexpr int64_t kFmaKC = 128;
+constexpr int64_t kFmaKC = 512;
 constexpr int kMR = 12;               // dot path
 constexpr int kNW = 2;                // zmm vectors of W per k in the dot tile
 constexpr int64_t kNC = 16 * kNW;     // W rows per dot sliver
@@ -478,7 +480,7 @@ void gemv_blocked(const MatmulArgs* as, int n, const Runner& runner) {
 //  - x is packed once per call into [m-tile][k-block][k][kFmaMR] (shared).
 //  - each task owns a block of kNB W rows: per k-block it converts and
 //    transposes them into [64-row sliver][k][64] f32 (L2 resident), then for
-//    each sliver (kFmaKC * 256 bytes, L1 resident) runs over all its m-tiles.
+//    each of its m-tiles (x panel L1 resident) runs over all the slivers.
 //  - with at most kSmallMRows x rows the k-block is the whole row (up to
 //    kKCSmallM) and tasks are smaller: packing, which then dominates, reads
 //    W in long runs straight from memory.
@@ -636,14 +638,14 @@ void gemm_block(const GemmCtx& c, int64_t n0, int64_t n1, int64_t mt0, int64_t m
     for (int64_t s = 0; s < n_sl; ++s)
       pack_w_sliver<T>(w, a.K, a.bf16_blocked, n0 + kFmaNC * s, imin(kFmaNC, nrows - kFmaNC * s), k0, kcl,
                        panel + s * c.kc * kFmaNC);
-    for (int64_t s = 0; s < n_sl; ++s) {
-      const int64_t ncols = imin(kFmaNC, nrows - kFmaNC * s), nn = n0 + kFmaNC * s;
-      const float* wp = panel + s * c.kc * kFmaNC;
-      const float* bias = a.bias ? a.bias + nn : nullptr;
-      for (int64_t mt = mt0; mt < mt1; ++mt) {
-        const int64_t m0 = mt * kFmaMR, mr = imin(kFmaMR, a.M - m0);
-        micro_for_rows(mr)(c.xp + (mt * c.n_kb + kb) * c.kc * kFmaMR, wp, kcl, a.y + m0 * a.ldy + nn, a.ldy, ncols,
-                           kb == 0, bias);
+    for (int64_t mt = mt0; mt < mt1; ++mt) {
+      const int64_t m0 = mt * kFmaMR, mr = imin(kFmaMR, a.M - m0);
+      const MicroFn micro = micro_for_rows(mr);
+      const float* xp = c.xp + (mt * c.n_kb + kb) * c.kc * kFmaMR;
+      for (int64_t s = 0; s < n_sl; ++s) {
+        const int64_t ncols = imin(kFmaNC, nrows - kFmaNC * s), nn = n0 + kFmaNC * s;
+        micro(xp, panel + s * c.kc * kFmaNC, kcl, a.y + m0 * a.ldy + nn, a.ldy, ncols, kb == 0,
+              a.bias ? a.bias + nn : nullptr);
       }
     }
   }
