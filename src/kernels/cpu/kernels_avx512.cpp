@@ -504,7 +504,8 @@ void gemm_micro(const float* xp, const float* wp, int64_t kcl, float* c, int64_t
     __m512 wv[NW];
 #pragma GCC unroll 8
     for (int v = 0; v < NW; ++v) wv[v] = _mm512_load_ps(wp + NC * k + 16 * v);
-    // x panel lines stream in from L2 (one call per m-tile); 16 k ahead.
+    // The first sliver of an m-tile brings its x panel in from L2/L3 (the
+    // later ones find it in L1); 16 k ahead.
     prefetch_l1(xp + (k + 16) * XS);
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
@@ -609,7 +610,7 @@ struct GemmCtx {
   float* xp;  // packed x: [m-tile][k-block][kc][MR] (the path's MR)
   int64_t kc;     // k-block length
   int64_t n_kb, n_mt;
-  int64_t nb;                     // W rows per task (multiple of 32)
+  int64_t nb;                     // W rows per task (a multiple of the path's sliver)
   int64_t n_ntasks, mt_per_task;  // task grid: n-blocks x m-chunks
 };
 
