@@ -484,10 +484,11 @@ void gemv_blocked(const MatmulArgs* as, int n, const Runner& runner) {
 //  - with at most kSmallMRows x rows the k-block is the whole row (up to
 //    kKCSmallM) and tasks are smaller: packing, which then dominates, reads
 //    W in long runs straight from memory.
-template <int MR, int NW>
+template <int MR>
 void gemm_micro(const float* xp, const float* wp, int64_t kcl, float* c, int64_t ldc, int64_t ncols, bool first,
                 const float* bias) {
-  constexpr int64_t NC = 16 * NW, XS = kFmaMR;  // XS: the x panel's row count (MR <= XS on the tail)
+  constexpr int NW = kFmaNW;
+  constexpr int64_t NC = kFmaNC, XS = kFmaMR;  // XS: the x panel's row count (MR <= XS on the tail)
   // The C tile is read back at the end (after the first k-block): start its
   // lines on their way now, behind the FMAs.
   if (!first)
@@ -536,12 +537,12 @@ using MicroFn = void (*)(const float*, const float*, int64_t, float*, int64_t, i
 static_assert(kFmaMR == 6);
 MicroFn micro_for_rows(int64_t mr) {
   switch (mr) {
-    case 1: return &gemm_micro<1, kFmaNW>;
-    case 2: return &gemm_micro<2, kFmaNW>;
-    case 3: return &gemm_micro<3, kFmaNW>;
-    case 4: return &gemm_micro<4, kFmaNW>;
-    case 5: return &gemm_micro<5, kFmaNW>;
-    default: return &gemm_micro<kFmaMR, kFmaNW>;
+    case 1: return &gemm_micro<1>;
+    case 2: return &gemm_micro<2>;
+    case 3: return &gemm_micro<3>;
+    case 4: return &gemm_micro<4>;
+    case 5: return &gemm_micro<5>;
+    default: return &gemm_micro<kFmaMR>;
   }
 }
 
