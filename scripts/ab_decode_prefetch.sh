@@ -10,9 +10,8 @@
 # Usage: scripts/ab_decode_prefetch.sh [RINFER=build/bin/rinfer]
 # Env: PRESETS="tinyllama-1.1b qwen2.5-0.5b", PRECISIONS="bf16 int8 int4 int4h8",
 #      THREADS="1 2", PROFILES="default zen5" (two or more specs)
-# (Before 2026-12-05 this script ran one whole bench per profile, back to
-# back; on this host such pairs met different bandwidth phases and their
-# ratios moved by +-15 % from run to run.)
+# (Profiles interleave within one run because whole benches run back to back
+# meet different bandwidth phases, which makes their ratios unstable.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rinfer=${1:-build/bin/rinfer}

@@ -60,8 +60,8 @@ class ThreadPool {
 
   int n_threads_;
   std::vector<std::thread> workers_;
-  // What a dispatch moves between cores. On this VM a cache line takes
-  // ~0.25 us from one core to the other, and a decode step runs ~120 jobs.
+  // What a dispatch moves between cores: every cache line that crosses
+  // cores costs latency, paid again on each of a decode step's many jobs.
   // A worker spins on one line that holds the whole job (the caller's
   // stores fill it in and the generation publishes it: the worker fetches
   // the line once per job); the task counter and the completion count each

@@ -59,9 +59,8 @@ TEST_P(ValidateReference, WithinDocumentedThresholds) {
 }
 
 // Thresholds: about 3x the mean KL and (1 - top-1) measured on this set
-// (bf16 8.7e-5 / 0.997, int8 3.3e-4 / 0.986, int4 8.4e-2 / 0.864, INT8 KV 1.1e-3 / 0.994;
-// int8 with an int8 lm_head 9.8e-4 / 0.975, int4 with one 8.3e-2 / 0.867:
-// stories260K ties lm_head to the embeddings, so this is the tied case).
+// (docs/validation.md). stories260K ties lm_head to the embeddings, so the
+// int8 lm_head cases are the tied case.
 INSTANTIATE_TEST_SUITE_P(Precisions, ValidateReference,
                          ::testing::Values(Precision{"bf16", "--dtype bf16", 0.99, 3e-4},
                                            Precision{"int8", "--dtype int8", 0.96, 1e-3},

@@ -92,9 +92,8 @@ double seconds_to_encode(const Tokenizer& tok, const std::string& text, size_t* 
 TEST(BpeProperties, NoQuadraticPaths) {
   double bound_s = 20.0;
 #if defined(__SANITIZE_ADDRESS__)
-  // Under ASan + UBSan (Debug) the linear path is slow too: on the Ice Lake
-  // VM, beside the other tests, this test took 156 s for its 12 texts and
-  // one text went over 20 s (2026-12-07). A quadratic path takes minutes
+  // Under ASan + UBSan (Debug) the linear path is slow too, and beside the
+  // other tests one text can pass 20 s. A quadratic path takes minutes even
   // without ASan, so 100 s still catches one.
   bound_s = 100.0;
 #endif
