@@ -205,7 +205,7 @@ Runner add_bench(CLI::App& app) {
       x ^= x << 13, x ^= x >> 7, x ^= x << 17;
       id = int32_t(3 + x % uint64_t(std::max<int64_t>(cfg.vocab_size - 3, 1)));
     }
-    Generator gen(*s->lm.model, *s->kv);
+    Generator gen(*s->runner);
     gen.set_prefill_chunk(o->rt.prefill_chunk);
     GenerateOptions go;
     go.max_new_tokens = o->gen_len;

@@ -95,7 +95,7 @@ Runner add_run(CLI::App& app) {
       if (tok_eos >= 0 && std::find(go.stop_ids.begin(), go.stop_ids.end(), tok_eos) == go.stop_ids.end())
         go.stop_ids.push_back(tok_eos);
     }
-    Generator gen(*s->lm.model, *s->kv);
+    Generator gen(*s->runner);
     gen.set_prefill_chunk(o->rt.prefill_chunk);
     gen.check_request(prompt, go);  // fail before the prompt is echoed
     if (!o->expert_stats.empty())

@@ -118,8 +118,10 @@ Runner add_serve(CLI::App& app) {
       ko.block_size = rt.block_size;
       ko.n_blocks = tokens / rt.block_size;
       ko.dtype = s->kv->dtype();
+      s->runner.reset();
       s->kv.reset();
       s->kv = std::make_unique<KVCache>(s->lm.model->kv_shape(), ko);
+      s->runner = std::make_unique<ModelRunner>(*s->lm.model, *s->kv, *s->pool);
     }
     EngineOptions eo;
     eo.scheduler.policy = policy;
@@ -128,7 +130,7 @@ Runner add_serve(CLI::App& app) {
     eo.max_model_len = model_len;
     eo.prefix_caching = !o->no_prefix_caching;
     eo.max_waiting = o->max_waiting;
-    Engine engine(*s->lm.model, *s->kv, eo);
+    Engine engine(*s->runner, eo);
 
     // What `rinfer run` stops at: the model's EOS ids and the tokenizer's.
     std::vector<int32_t> eos = cfg.eos_token_ids;

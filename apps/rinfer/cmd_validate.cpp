@@ -138,7 +138,7 @@ Runner add_validate(CLI::App& app) {
     std::printf("validate %s against %s (weights %s, KV cache %s, %s mode, atol %.3g)\n", model.c_str(),
                 o->golden.c_str(), s->lm.weight_format().c_str(), kv_dtype_name(s->kv->dtype()).c_str(),
                 exact ? "exact f32" : "top-1", atol);
-    Generator gen(*s->lm.model, *s->kv);
+    Generator gen(*s->runner);
     gen.set_prefill_chunk(o->rt.prefill_chunk);
     bool all_ok = true;
     nlohmann::json report = nlohmann::json::array();

@@ -10,7 +10,7 @@
 #include "core/thread_pool.h"
 #include "runtime/generator.h"
 #include "runtime/kv_cache.h"
-#include "runtime/model_loader.h"
+#include "loading/model_loader.h"
 #include "tokenizer/tokenizer.h"
 
 namespace rinfer::cli {
@@ -42,6 +42,7 @@ struct Session {
   std::unique_ptr<ThreadPool> pool;
   LoadedModel lm;
   std::unique_ptr<KVCache> kv;
+  std::unique_ptr<ModelRunner> runner;  // the model, kv and pool above
   std::unique_ptr<Tokenizer> tokenizer;  // null when the model has none and none was needed
 };
 

@@ -80,7 +80,7 @@ int run_reference_validation(const ReferenceValidation& o) {
   std::unique_ptr<Tokenizer> tok;
   if (o.golden.empty()) tok = Tokenizer::load(o.model);
   const auto prompts = load_prompts(o, tok.get());
-  Generator gen_m(*model->lm.model, *model->kv), gen_r(*ref->lm.model, *ref->kv);
+  Generator gen_m(*model->runner), gen_r(*ref->runner);
   gen_m.set_prefill_chunk(o.rt.prefill_chunk);
   gen_r.set_prefill_chunk(o.rt.prefill_chunk);
   double kl_sum = 0, nll_m = 0, nll_r = 0;

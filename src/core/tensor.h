@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
 #include "core/dtype.h"
 
 namespace rinfer {
@@ -23,6 +24,7 @@ struct TensorView {
   DType dtype = DType::F32;
   Shape shape;
   const void* data = nullptr;
+  Device device = Device::Cpu;  // where data lives
 
   int64_t numel() const { return rinfer::numel(shape); }
   size_t nbytes() const { return size_t(numel()) * dtype_size(dtype); }

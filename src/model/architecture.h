@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/tensor.h"
-#include "core/thread_pool.h"
+#include "model/shard.h"
 #include "model/model.h"
 #include "model/model_config.h"
 #include "model/weights.h"
@@ -55,8 +55,10 @@ class Architecture {
   // HF tensors the converter drops on purpose (e.g. stored rotary caches).
   // (The base class drops FP8 "*_scale_inv" tensors, which are read with their weights.)
   virtual bool ignored_hf_tensor(const ModelConfig& cfg, const std::string& name) const;
+  // The runnable model, whole or the shard's part of it (tensor parallel:
+  // model/layers.h; blocks that do not split are replicated).
   virtual std::unique_ptr<Model> create(const ModelConfig& cfg, const WeightStore& weights,
-                                        ThreadPool& pool) const = 0;
+                                        const Shard& shard = {}) const = 0;
 };
 
 // The architecture registered for an HF class name; an unknown name throws an

@@ -3,11 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/error.h"
 #include "model/stage_profile.h"
 
 namespace rinfer {
-
-namespace kc = kernels::cpu;
 
 std::vector<float> alibi_slopes(int64_t n) {
   auto pow2_slopes = [](int64_t m) {
@@ -29,7 +28,42 @@ std::vector<float> alibi_slopes(int64_t n) {
 GqaAttention::GqaAttention(const GqaShape& shape, Linear q, Linear k, Linear v, Linear o,
                            std::shared_ptr<const RotaryEmbedding> rope, std::vector<float> alibi)
     : s_(shape), q_(q), k_(k), v_(v), o_(o), rope_(std::move(rope)), alibi_(std::move(alibi)),
-      scale_(float(1.0 / std::sqrt(double(shape.head_dim)))) {}
+      scale_(float(1.0 / std::sqrt(double(shape.head_dim)))) {
+  const int64_t D = shape.head_dim;
+  RINFER_CHECK(q_.out() % D == 0 && k_.out() % D == 0 && k_.out() == v_.out() && o_.in() == q_.out(),
+               "attention: the q/k/v/o shards do not hold whole heads of ", D);
+  head0_ = q_.rows().begin / D;
+  n_heads_ = q_.out() / D;
+  n_kv_heads_ = k_.out() / D;
+  RINFER_CHECK(n_kv_heads_ > 0 && n_heads_ % n_kv_heads_ == 0 &&
+                   k_.rows().begin / D == head0_ / (shape.n_heads / shape.n_kv_heads),
+               "attention: this shard's query heads [", head0_, ", ", head0_ + n_heads_,
+               ") do not map to its K/V heads");
+}
+
+GqaAttention GqaAttention::load(const GqaShape& s, const WeightStore& w, const std::string& p, bool qkv_bias,
+                                bool o_bias, std::shared_ptr<const RotaryEmbedding> rope, std::vector<float> alibi,
+                                const Shard& shard, const char* q, const char* k, const char* v, const char* o) {
+  const int64_t H = s.hidden, D = s.head_dim, NH = s.n_heads, NKV = s.n_kv_heads;
+  const std::string P = p;
+  if (shard.whole())
+    return GqaAttention(s, Linear::load(w, P + q, H, NH * D, qkv_bias), Linear::load(w, P + k, H, NKV * D, qkv_bias),
+                        Linear::load(w, P + v, H, NKV * D, qkv_bias), Linear::load(w, P + o, NH * D, H, o_bias),
+                        std::move(rope), std::move(alibi));
+  // Heads split evenly; with fewer K/V heads than ranks each rank keeps
+  // (a copy of) the one K/V head its query heads read.
+  const int W = shard.world, r = shard.rank;
+  RINFER_CHECK(NH % W == 0, "tensor parallelism: ", NH, " attention heads do not split over ", W, " ranks");
+  RINFER_CHECK(NKV % W == 0 || W % NKV == 0, "tensor parallelism: ", NKV, " K/V heads do not split over ", W,
+               " ranks (nor divide them)");
+  const int64_t h0 = r * (NH / W), h1 = h0 + NH / W;
+  const int64_t kv0 = NKV >= W ? r * (NKV / W) : int64_t(r) * NKV / W, kv1 = NKV >= W ? kv0 + NKV / W : kv0 + 1;
+  return GqaAttention(s, Linear::load_rows(w, P + q, H, NH * D, qkv_bias, {h0 * D, h1 * D}),
+                      Linear::load_rows(w, P + k, H, NKV * D, qkv_bias, {kv0 * D, kv1 * D}),
+                      Linear::load_rows(w, P + v, H, NKV * D, qkv_bias, {kv0 * D, kv1 * D}),
+                      Linear::load_columns(w, P + o, NH * D, H, o_bias, {h0 * D, h1 * D}, shard), std::move(rope),
+                      std::move(alibi));
+}
 
 const float* token_angles(const ForwardContext& ctx, const RotaryEmbedding& rope) {
   TokenAngles fresh;
@@ -37,7 +71,7 @@ const float* token_angles(const ForwardContext& ctx, const RotaryEmbedding& rope
   if (ta.owner == &rope) return ta.cs;
   const int64_t R = rope.rot_dim();
   float* cs = ctx.ws->get(Workspace::kAngles, size_t(ctx.n_tokens * R));
-  for_rows(*ctx.pool, ctx.n_tokens, [&](int64_t t0, int64_t t1) {
+  for_rows(ctx.exec, ctx.n_tokens, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const BatchItem& item = ctx.batch[size_t(ctx.tok_item[t])];
       rope.angles(ctx.tok_pos[t], item.start_pos + int64_t(item.tokens.size()), cs + t * R);
@@ -49,28 +83,25 @@ const float* token_angles(const ForwardContext& ctx, const RotaryEmbedding& rope
 }
 
 void GqaAttention::forward(const float* h, const ForwardContext& ctx, int64_t layer, float* out) {
-  const int64_t T = ctx.n_tokens, D = s_.head_dim, NH = s_.n_heads, NKV = s_.n_kv_heads;
-  const int64_t group = NH / NKV;
+  const int64_t T = ctx.n_tokens, D = s_.head_dim, NH = n_heads_, NKV = n_kv_heads_;
   Workspace& ws = *ctx.ws;
-  ThreadPool& pool = *ctx.pool;
-  KVCache& kv = *ctx.kv;
   float* q = ws.get(Workspace::kQ, size_t(T * NH * D));
   float* k = ws.get(Workspace::kK, size_t(T * NKV * D));
   float* v = ws.get(Workspace::kV, size_t(T * NKV * D));
   float* attn = ws.get(Workspace::kAttn, size_t(T * NH * D));
   {
     profile::Scope s(profile::Stage::Qkv, [&] { return q_.bytes() + k_.bytes() + v_.bytes(); });
-    forward_linears(h, T, {{&q_, q}, {&k_, k}, {&v_, v}}, pool);
+    forward_linears(ctx, h, T, {{&q_, q}, {&k_, k}, {&v_, v}});
   }
-  kc::PagedKV cache = kv.layer(layer);
-  const int64_t bs = kv.block_size();
+  const PagedKV& cache = ctx.kv->layers[size_t(layer)];
+  const int64_t bs = ctx.kv->block_size;
   // Per token (tokens write distinct cache slots): q/k norms, RoPE, and K/V
   // into the cache before attention, so token t reads [0, pos] from it.
   {
     profile::Scope s(profile::Stage::AttnPrep);
     const float* angles = rope_ ? token_angles(ctx, *rope_) : nullptr;
     const int64_t R = rope_ ? rope_->rot_dim() : 0;
-    for_rows(pool, T, [&](int64_t t0, int64_t t1) {
+    for_rows(ctx.exec, T, [&](int64_t t0, int64_t t1) {
       if (q_norm_.weight) {
         q_norm_.forward(q + t0 * NH * D, (t1 - t0) * NH, q + t0 * NH * D);
         k_norm_.forward(k + t0 * NKV * D, (t1 - t0) * NKV, k + t0 * NKV * D);
@@ -83,41 +114,12 @@ void GqaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
           rope_->apply_angles(k + t * NKV * D, NKV, D, angles + t * R);
         }
         const int64_t slot = int64_t(item.block_table[size_t(pos / bs)]) * bs + pos % bs;
-        kc::store_kv(cache, slot, k + t * NKV * D, v + t * NKV * D);
+        ops::store_kv(cache, slot, k + t * NKV * D, v + t * NKV * D);
       }
     });
   }
-  // One task per (run of tokens of one sequence, K/V head, tile): the rows of
-  // a tile (query heads of the group x up to tq tokens) share every K/V block
-  // read. Decode with fewer (sequence, K/V head) pairs than threads splits a
-  // group's heads so that every thread has work.
-  const int64_t head_tile = std::min<int64_t>(group, kMaxAttnRows);
-  const int64_t tq = std::max<int64_t>(1, kMaxAttnRows / head_tile);
-  runs_.clear();
-  for (int64_t t = 0; t < T;) {
-    int64_t e = t + 1;
-    while (e < T && e - t < tq && ctx.tok_item[e] == ctx.tok_item[t]) ++e;
-    runs_.push_back({t, e - t});
-    t = e;
-  }
-  // Longest context first: the pool hands tasks out in order, and a prompt's
-  // last runs cost the most (causal); in token order they came last, when
-  // the other thread may have nothing left. Prompt attention per layer, the
-  // two orders in turn (512 tokens, 2 threads): qwen2.5-0.5b 2845 -> 2769
-  // us, tinyllama 5897 -> 5878. Each row's result does not depend on the
-  // order.
-  std::sort(runs_.begin(), runs_.end(), [&](const TokenRun& a, const TokenRun& b) {
-    const int64_t pa = ctx.tok_pos[a.t0 + a.n - 1], pb = ctx.tok_pos[b.t0 + b.n - 1];
-    return pa != pb ? pa > pb : a.t0 < b.t0;
-  });
-  int64_t head_chunks = (group + head_tile - 1) / head_tile;
-  const int64_t pairs = int64_t(runs_.size()) * NKV * head_chunks;
-  if (pairs < pool.size()) head_chunks = std::min<int64_t>(group, head_chunks * ((pool.size() + pairs - 1) / pairs));
-  const int64_t heads_per_chunk = (group + head_chunks - 1) / head_chunks;
-  head_chunks = (group + heads_per_chunk - 1) / heads_per_chunk;
-  const int64_t n_tasks = int64_t(runs_.size()) * NKV * head_chunks;
-  // What the tasks read from the cache: each sequence's context once (the
-  // tasks of one K/V head share it), all K/V heads, K and V.
+  // What attention reads from the cache: each sequence's context once, all
+  // K/V heads, K and V.
   auto kv_bytes = [&] {
     const uint64_t row = uint64_t(cache.head_dim) * dtype_size(cache.dtype) + (cache.dtype == DType::I8 ? 4 : 0);
     uint64_t n = 0;
@@ -126,22 +128,11 @@ void GqaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
   };
   {
     profile::Scope s(profile::Stage::Attention, kv_bytes);
-    pool.run(n_tasks, [&](int64_t task, int) {
-      const TokenRun run = runs_[size_t(task / (NKV * head_chunks))];
-      const int64_t kvh = task / head_chunks % NKV, h0 = kvh * group + task % head_chunks * heads_per_chunk;
-      const int64_t h1 = std::min(h0 + heads_per_chunk, (kvh + 1) * group);
-      kc::AttnRow rows[kMaxAttnRows];
-      int n = 0;
-      for (int64_t tok = run.t0; tok < run.t0 + run.n; ++tok)
-        for (int64_t head = h0; head < h1; ++head)
-          rows[n++] = {q + (tok * NH + head) * D, attn + (tok * NH + head) * D, ctx.tok_pos[tok] + 1,
-                       alibi_.empty() ? 0.0f : alibi_[size_t(head)]};
-      const BatchItem& item = ctx.batch[size_t(ctx.tok_item[run.t0])];
-      kc::attention_rows(rows, n, cache, int(kvh), item.block_table.data(), scale_);
-    });
+    ops::paged_attention(ctx.exec, ctx.tokens, q, NH, cache, scale_, alibi_.empty() ? nullptr : alibi_.data() + head0_,
+                         attn);
   }
   profile::Scope s(profile::Stage::AttnOut, [&] { return o_.bytes(); });
-  o_.forward(attn, T, out, pool);
+  o_.forward(ctx, attn, T, out);
 }
 
 }  // namespace rinfer

@@ -19,6 +19,15 @@ class GqaAttention : public AttentionBlock {
   // rope may be null (ALiBi models pass slopes instead); it is shared by all layers.
   GqaAttention(const GqaShape& shape, Linear q, Linear k, Linear v, Linear o,
                std::shared_ptr<const RotaryEmbedding> rope, std::vector<float> alibi_slopes = {});
+  // The q/k/v/o projections prefix + q etc., whole or the shard's heads:
+  // q, k, v column-parallel by heads (with fewer K/V heads than ranks, the
+  // ranks that share one each hold it), o row-parallel over the same heads.
+  static GqaAttention load(const GqaShape& s, const WeightStore& w, const std::string& prefix, bool qkv_bias,
+                           bool o_bias, std::shared_ptr<const RotaryEmbedding> rope, std::vector<float> alibi = {},
+                           const Shard& shard = {}, const char* q = "q_proj", const char* k = "k_proj",
+                           const char* v = "v_proj", const char* o = "o_proj");
+  int64_t n_local_heads() const { return n_heads_; }
+  int64_t n_local_kv_heads() const { return n_kv_heads_; }
   // Qwen3: RMSNorm over each q and k head (weights [head_dim]) before RoPE.
   void set_qk_norm(RMSNorm q_norm, RMSNorm k_norm) {
     q_norm_ = q_norm;
@@ -34,16 +43,8 @@ class GqaAttention : public AttentionBlock {
   std::vector<float> alibi_;
   RMSNorm q_norm_, k_norm_;  // weight == nullptr: none
   float scale_;
-  // Attention tiles: at most this many (token, head) rows share a task's K/V
-  // reads. A prompt's rows go through attention_rows in tiles of 16 rows in
-  // vector lanes; 64 keeps them full (a group of 7 heads: 9 tokens, 63 rows;
-  // with 16 it was 2 tokens, 14 rows). bench_kernels attention/prompt/*/rows16
-  // vs rows64 measures the difference.
-  static constexpr int64_t kMaxAttnRows = 64;
-  struct TokenRun {
-    int64_t t0, n;  // consecutive tokens of one sequence
-  };
-  std::vector<TokenRun> runs_;  // reused by forward (grows once, no per-token allocation)
+  int64_t head0_ = 0;                   // the shard's first query head
+  int64_t n_heads_ = 0, n_kv_heads_ = 0;  // the shard's query and K/V heads
 };
 
 // ALiBi slopes as in the ALiBi paper / HF Baichuan-13B and BLOOM: for a power

@@ -87,10 +87,10 @@ class BaichuanArchitecture : public Architecture {
   bool ignored_hf_tensor(const ModelConfig&, const std::string& name) const override {
     return name.find("rotary_emb.inv_freq") != std::string::npos;
   }
-  std::unique_ptr<Model> create(const ModelConfig& c, const WeightStore& w, ThreadPool& pool) const override {
-    if (c.family.value("position", "rope") != "alibi") return make_llama_decoder(c, w, pool);
+  std::unique_ptr<Model> create(const ModelConfig& c, const WeightStore& w, const Shard& shard) const override {
+    if (c.family.value("position", "rope") != "alibi") return make_llama_decoder(c, w, shard);
     auto slopes = alibi_slopes(c.n_heads);
-    return make_llama_decoder(c, w, pool, {}, [&](int64_t l) { return make_llama_attention(c, w, l, nullptr, slopes); });
+    return make_llama_decoder(c, w, shard, {}, [&](int64_t l) { return make_llama_attention(c, w, shard, l, nullptr, slopes); });
   }
 };
 

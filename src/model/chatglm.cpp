@@ -68,10 +68,10 @@ class ChatGlmArchitecture : public Architecture {
     return name.find("rotary_pos_emb.inv_freq") != std::string::npos;
   }
 
-  std::unique_ptr<Model> create(const ModelConfig& c, const WeightStore& w, ThreadPool& pool) const override {
+  std::unique_ptr<Model> create(const ModelConfig& c, const WeightStore& w, const Shard& shard) const override {
     auto rope = std::make_shared<const RotaryEmbedding>(c, c.family.at("rotary_dim").get<int64_t>(),
-                                                        kernels::cpu::RopeStyle::Interleaved);
-    return make_llama_decoder(c, w, pool, {}, [&](int64_t l) { return make_llama_attention(c, w, l, rope); });
+                                                        RopeStyle::Interleaved);
+    return make_llama_decoder(c, w, shard, {}, [&](int64_t l) { return make_llama_attention(c, w, shard, l, rope); });
   }
 
  private:

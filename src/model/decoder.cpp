@@ -1,27 +1,28 @@
 #include "model/decoder.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "model/moe.h"
 #include "model/stage_profile.h"
 
 namespace rinfer {
 
-namespace kc = kernels::cpu;
-
-Decoder::Decoder(const ModelConfig& cfg, ThreadPool& pool, TensorView embed, std::vector<DecoderLayer> layers,
+Decoder::Decoder(const ModelConfig& cfg, TensorView embed, Range vocab_rows, std::vector<DecoderLayer> layers,
                  RMSNorm final_norm, Linear lm_head, KVCacheShape kv_shape)
-    : cfg_(cfg), pool_(pool), embed_(std::move(embed)), layers_(std::move(layers)), final_norm_(final_norm),
+    : cfg_(cfg), embed_(std::move(embed)), vocab_(vocab_rows), layers_(std::move(layers)), final_norm_(final_norm),
       lm_head_(lm_head), kv_shape_(kv_shape) {
   RINFER_CHECK(embed_.dtype == DType::F32 || embed_.dtype == DType::F16 || embed_.dtype == DType::BF16,
                "token embeddings: unsupported dtype ", dtype_name(embed_.dtype));
   // [V, H], or BF16 blocked [V/8, H/32, 8, 32] (tied embeddings, see llama_layout.cpp).
   embed_blocked_ = embed_.dtype == DType::BF16 && embed_.shape.size() == 4;
-  const Shape blocked = {cfg.vocab_size / 8, cfg.hidden_size / 32, 8, 32};
-  RINFER_CHECK(embed_blocked_ ? kernels::cpu::bf16_blockable(cfg.vocab_size, cfg.hidden_size) && embed_.shape == blocked
-                              : embed_.shape.size() == 2 && embed_.shape[0] == cfg.vocab_size &&
-                                    embed_.shape[1] == cfg.hidden_size,
-               "token embeddings have shape ", shape_str(embed_.shape), ", expected [", cfg.vocab_size, ", ",
-               cfg.hidden_size, "]");
+  const int64_t V = vocab_.size();
+  const Shape blocked = {V / 8, cfg.hidden_size / 32, 8, 32};
+  RINFER_CHECK(vocab_.begin >= 0 && vocab_.end <= cfg.vocab_size && V > 0, "token embeddings: rows [", vocab_.begin,
+               ", ", vocab_.end, ") of a vocabulary of ", cfg.vocab_size);
+  RINFER_CHECK(embed_blocked_ ? ops::bf16_blockable(V, cfg.hidden_size) && embed_.shape == blocked
+                              : embed_.shape.size() == 2 && embed_.shape[0] == V && embed_.shape[1] == cfg.hidden_size,
+               "token embeddings have shape ", shape_str(embed_.shape), ", expected [", V, ", ", cfg.hidden_size, "]");
 }
 
 uint64_t Decoder::weight_bytes_per_token() const {
@@ -41,21 +42,28 @@ std::vector<std::vector<uint64_t>> Decoder::expert_counts() const {
   return any ? counts : std::vector<std::vector<uint64_t>>{};
 }
 
-void Decoder::forward(std::span<const BatchItem> batch, KVCache& kv, float* logits) {
+void Decoder::forward(std::span<const BatchItem> batch, const KvView& kv, float* logits, const RunContext& run) {
   const int64_t H = cfg_.hidden_size;
   int64_t T = 0, max_ctx = 0;
   for (const auto& item : batch) {
     const int64_t end = item.start_pos + int64_t(item.tokens.size());
     RINFER_CHECK(!item.tokens.empty(), "forward: empty sequence in batch");
-    RINFER_CHECK(int64_t(item.block_table.size()) * kv.block_size() >= end, "forward: block table covers fewer than ",
+    RINFER_CHECK(int64_t(item.block_table.size()) * kv.block_size >= end, "forward: block table covers fewer than ",
                  end, " positions");
     T += int64_t(item.tokens.size());
     max_ctx = std::max(max_ctx, end);
   }
+  RINFER_CHECK(int64_t(kv.layers.size()) == int64_t(layers_.size()), "forward: the KV cache has ", kv.layers.size(),
+               " layers, the model ", layers_.size());
   if (int64_t(tok_pos_.size()) < T) {
     tok_pos_.resize(size_t(T));
     tok_item_.resize(size_t(T));
   }
+  block_tables_.resize(batch.size());
+  for (size_t b = 0; b < batch.size(); ++b) block_tables_[b] = batch[b].block_table.data();
+  const ExecContext& exec = run.exec;
+  Communicator& comm = run.comm ? *run.comm : single_process();
+  const bool vocab_parallel = vocab_.size() != cfg_.vocab_size;
   bool prompt = false;
   for (const auto& item : batch) prompt = prompt || item.tokens.size() > 1;
   profile::ForwardScope forward_scope(prompt ? profile::Phase::Prefill : profile::Phase::Decode);
@@ -76,10 +84,18 @@ void Decoder::forward(std::span<const BatchItem> batch, KVCache& kv, float* logi
       }
     // The rows come from all over the table (a blocked row is one cache line
     // per 32 values, 512 bytes apart), so a prompt's are split over the pool.
-    for_rows(pool_, T, [&](int64_t r0, int64_t r1) {
+    for_rows(exec, T, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const BatchItem& item = batch[size_t(tok_item_[r])];
-        const int32_t id = item.tokens[size_t(tok_pos_[r] - item.start_pos)];
+        int32_t id = item.tokens[size_t(tok_pos_[r] - item.start_pos)];
+        if (vocab_parallel) {
+          // The shard holds rows [vocab_.begin, vocab_.end) of the table.
+          if (id < vocab_.begin || id >= vocab_.end) {
+            std::fill(x + r * H, x + (r + 1) * H, 0.0f);
+            continue;
+          }
+          id -= int32_t(vocab_.begin);
+        }
         if (embed_blocked_) {
           // Row id is 32-value pieces, one per 8 x 32 tile of its 8-row group.
           const auto* e = embed_.as<uint16_t>() + (int64_t(id) / 8) * 8 * H + (id % 8) * 32;
@@ -90,26 +106,38 @@ void Decoder::forward(std::span<const BatchItem> batch, KVCache& kv, float* logi
       }
     });
   }
+  if (vocab_parallel) comm.all_reduce_sum(x, T * H);
   TokenAngles angles;
-  ForwardContext ctx{batch, tok_pos_.data(), tok_item_.data(), T, max_ctx, &kv, &pool_, &ws_, &angles};
+  ForwardContext ctx;
+  ctx.exec = exec;
+  ctx.comm = &comm;
+  ctx.batch = batch;
+  ctx.tokens = {T, tok_pos_.data(), tok_item_.data(), block_tables_.data(), max_ctx};
+  ctx.tok_pos = tok_pos_.data();
+  ctx.tok_item = tok_item_.data();
+  ctx.n_tokens = T;
+  ctx.max_ctx = max_ctx;
+  ctx.kv = &kv;
+  ctx.ws = &ws_;
+  ctx.angles = &angles;
   for (int64_t l = 0; l < int64_t(layers_.size()); ++l) {
     DecoderLayer& L = layers_[size_t(l)];
     auto norm = [&](const RMSNorm& n) {
       profile::Scope s(profile::Stage::Norm);
-      n.forward(x, T, h, pool_);
+      n.forward(exec, x, T, h);
     };
     auto residual = [&] {
       profile::Scope s(profile::Stage::Residual);
-      for_rows(pool_, T, [&](int64_t r0, int64_t r1) { kc::add_inplace(x + r0 * H, o + r0 * H, (r1 - r0) * H); });
+      for_rows(exec, T, [&](int64_t r0, int64_t r1) { ops::add_inplace(x + r0 * H, o + r0 * H, (r1 - r0) * H); });
     };
     // x += o, then h = norm(x), row by row: the norm reads each row while
     // the add has it in L1, and the pool runs one job instead of two. (The
     // add's time is the norm stage's then.)
     auto residual_norm = [&](const RMSNorm& n) {
       profile::Scope s(profile::Stage::Norm);
-      for_rows(pool_, T, [&](int64_t r0, int64_t r1) {
+      for_rows(exec, T, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
-          kc::add_inplace(x + r * H, o + r * H, H);
+          ops::add_inplace(x + r * H, o + r * H, H);
           n.forward(x + r * H, 1, h + r * H);
         }
       });
@@ -117,7 +145,7 @@ void Decoder::forward(std::span<const BatchItem> batch, KVCache& kv, float* logi
     if (l == 0) norm(L.attn_norm);
     L.attn->forward(h, ctx, l, o);
     residual_norm(L.ffn_norm);
-    L.ffn->forward(h, T, o, ws_, pool_);
+    L.ffn->forward(h, T, o, ctx);
     if (l + 1 < int64_t(layers_.size()))
       residual_norm(layers_[size_t(l + 1)].attn_norm);
     else
@@ -138,7 +166,17 @@ void Decoder::forward(std::span<const BatchItem> batch, KVCache& kv, float* logi
     r += count;
     t += n;
   }
-  lm_head_.forward(sel, rows, logits, pool_);
+  if (!vocab_parallel) {
+    lm_head_.forward(ctx, sel, rows, logits);
+    return;
+  }
+  // Each rank's logit columns, gathered into whole rows.
+  local_logits_.resize(size_t(rows * vocab_.size()));
+  lm_head_.forward(ctx, sel, rows, local_logits_.data());
+  std::vector<int64_t> counts(size_t(comm.world()));
+  for (int r = 0; r < comm.world(); ++r)
+    counts[size_t(r)] = shard_range(cfg_.vocab_size, {r, comm.world()}, kVocabAlign).size();
+  comm.all_gather_columns(local_logits_.data(), rows, counts, logits);
 }
 
 }  // namespace rinfer

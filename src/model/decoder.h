@@ -21,19 +21,26 @@ struct DecoderLayer {
 
 class Decoder : public Model {
  public:
-  Decoder(const ModelConfig& cfg, ThreadPool& pool, TensorView embed, std::vector<DecoderLayer> layers,
+  // Vocab-parallel shards are cut on 16 rows (a quantized output layer's blocks).
+  static constexpr int64_t kVocabAlign = 16;
+  // embed: the token embeddings, [vocab, hidden] (or BF16 blocked), of
+  // which the shard holds rows vocab_rows (vocab-parallel: a token outside
+  // them embeds to zeros and the ranks' rows are summed); lm_head: the
+  // output layer, whole or column-parallel over the same vocabulary rows
+  // (the ranks' logits are gathered).
+  Decoder(const ModelConfig& cfg, TensorView embed, Range vocab_rows, std::vector<DecoderLayer> layers,
           RMSNorm final_norm, Linear lm_head, KVCacheShape kv_shape);
 
   const ModelConfig& config() const override { return cfg_; }
   KVCacheShape kv_shape() const override { return kv_shape_; }
-  void forward(std::span<const BatchItem> batch, KVCache& kv, float* logits) override;
+  void forward(std::span<const BatchItem> batch, const KvView& kv, float* logits, const RunContext& run) override;
   uint64_t weight_bytes_per_token() const override;
   std::vector<std::vector<uint64_t>> expert_counts() const override;
 
  private:
   ModelConfig cfg_;
-  ThreadPool& pool_;
   TensorView embed_;
+  Range vocab_;  // the embedding rows (and logit columns) this shard holds
   bool embed_blocked_ = false;  // BF16 [V/8, H/32, 8, 32]
   std::vector<DecoderLayer> layers_;
   RMSNorm final_norm_;
@@ -41,6 +48,8 @@ class Decoder : public Model {
   KVCacheShape kv_shape_;
   Workspace ws_;
   std::vector<int64_t> tok_pos_, tok_item_;
+  std::vector<const int32_t*> block_tables_;
+  std::vector<float> local_logits_;  // vocab-parallel: this shard's columns before the gather
 };
 
 }  // namespace rinfer

@@ -146,9 +146,9 @@ class DeepseekV2Architecture : public Architecture {
     return std::atoll(name.c_str() + lp.size()) >= c.n_layers;
   }
 
-  std::unique_ptr<Model> create(const ModelConfig& c, const WeightStore& w, ThreadPool& pool) const override {
+  std::unique_ptr<Model> create(const ModelConfig& c, const WeightStore& w, const Shard& shard) const override {
     const MlaShape m = mla_shape(c);
-    auto rope = std::make_shared<const RotaryEmbedding>(c, m.rope_dim, kernels::cpu::RopeStyle::Interleaved);
+    auto rope = std::make_shared<const RotaryEmbedding>(c, m.rope_dim, RopeStyle::Interleaved);
     float scale = float(1.0 / std::sqrt(double(m.nope_dim + m.rope_dim)));
     if (c.rope_scaling.type == "yarn" && c.rope_scaling.mscale_all_dim != 0) {
       const double ms = yarn_get_mscale(c.rope_scaling.factor, c.rope_scaling.mscale_all_dim);
@@ -158,7 +158,7 @@ class DeepseekV2Architecture : public Architecture {
     const MoeRouting& r = moe.routing;
     const MoeShape& ms = moe.shape;
     return make_llama_decoder(
-        c, w, pool,
+        c, w, shard,
         [&](int64_t l) -> std::unique_ptr<FeedForwardBlock> {
           if (is_moe_layer(c, l)) return make_moe(w, layer_prefix(l) + "mlp.", r, ms, names(ms.shared_inter > 0));
           return std::make_unique<GatedMLP>(GatedMLP::load(w, layer_prefix(l) + "mlp.", c.hidden_size, c.intermediate_size));

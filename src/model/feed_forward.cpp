@@ -1,37 +1,48 @@
 #include "model/feed_forward.h"
 
+#include <numeric>
+
 #include "model/stage_profile.h"
 
 namespace rinfer {
 
 GatedMLP GatedMLP::load(const WeightStore& w, const std::string& prefix, int64_t hidden, int64_t inter,
-                        const char* gate, const char* up, const char* down, bool bias) {
-  return GatedMLP(Linear::load(w, prefix + gate, hidden, inter, bias), Linear::load(w, prefix + up, hidden, inter, bias),
-                  Linear::load(w, prefix + down, inter, hidden, bias));
+                        const char* gate, const char* up, const char* down, bool bias, const Shard& shard) {
+  if (shard.whole())
+    return GatedMLP(Linear::load(w, prefix + gate, hidden, inter, bias),
+                    Linear::load(w, prefix + up, hidden, inter, bias),
+                    Linear::load(w, prefix + down, inter, hidden, bias));
+  // The width is cut where gate's and up's row blocks and down's column
+  // units all end.
+  const Linear whole_gate = Linear::load(w, prefix + gate, hidden, inter, false);
+  const Linear whole_down = Linear::load(w, prefix + down, inter, hidden, false);
+  const int64_t a = ops::matrix_row_unit(whole_gate.matrix()), b = ops::matrix_column_unit(whole_down.matrix());
+  const Range part = shard_range(inter, shard, a / std::gcd(a, b) * b);
+  return GatedMLP(Linear::load_rows(w, prefix + gate, hidden, inter, bias, part),
+                  Linear::load_rows(w, prefix + up, hidden, inter, bias, part),
+                  Linear::load_columns(w, prefix + down, inter, hidden, bias, part, shard));
 }
 
-void GatedMLP::forward(const float* h, int64_t T, float* out, Workspace& ws, ThreadPool& pool) {
-  const int64_t I = gate_.out;
+void GatedMLP::forward(const float* h, int64_t T, float* out, const ForwardContext& ctx) {
+  const int64_t I = gate_.out();
+  Workspace& ws = *ctx.ws;
   float* g = ws.get(Workspace::kGate, size_t(T * I));
   float* u = ws.get(Workspace::kUp, size_t(T * I));
-  if (gate_.quantized && up_.quantized && gate_.in == up_.in) {
-    // silu(gate) * up: in the prefill GEMM's tiles, so the activation's
-    // time is gate-up's there (matmul_q_gate_up_silu); u is the other
-    // paths' scratch.
+  if (ops::gate_up_silu_fused(gate_.matrix(), up_.matrix())) {
+    // silu(gate) * up in the GEMM's tiles: the activation's time is gate-up's.
     profile::Scope s(profile::Stage::GateUp, [&] { return gate_.bytes() + up_.bytes(); });
-    kernels::cpu::matmul_q_gate_up_silu(h, T, gate_.in, gate_.in, {&gate_.qweight, gate_.bias, g, I},
-                                        {&up_.qweight, up_.bias, u, I}, pool);
+    ops::gate_up_silu(ctx.exec, h, T, gate_.in(), {&gate_.matrix(), gate_.bias(), g, I},
+                      {&up_.matrix(), up_.bias(), u, I});
   } else {
     {
       profile::Scope s(profile::Stage::GateUp, [&] { return gate_.bytes() + up_.bytes(); });
-      forward_linears(h, T, {{&gate_, g}, {&up_, u}}, pool);
+      forward_linears(ctx, h, T, {{&gate_, g}, {&up_, u}});
     }
     profile::Scope s(profile::Stage::Activation);
-    for_rows(pool, T,
-             [&](int64_t r0, int64_t r1) { kernels::cpu::silu_mul(g + r0 * I, u + r0 * I, g + r0 * I, (r1 - r0) * I); });
+    for_rows(ctx.exec, T, [&](int64_t r0, int64_t r1) { ops::silu_mul(g + r0 * I, u + r0 * I, g + r0 * I, (r1 - r0) * I); });
   }
   profile::Scope s(profile::Stage::Down, [&] { return down_.bytes(); });
-  down_.forward(g, T, out, pool);
+  down_.forward(ctx, g, T, out);
 }
 
 }  // namespace rinfer

@@ -42,8 +42,8 @@ class PostNormAttention : public AttentionBlock {
 class PostNormFeedForward : public FeedForwardBlock {
  public:
   PostNormFeedForward(std::unique_ptr<FeedForwardBlock> inner, RMSNorm norm) : inner_(std::move(inner)), norm_(norm) {}
-  void forward(const float* h, int64_t n_tokens, float* out, Workspace& ws, ThreadPool& pool) override {
-    inner_->forward(h, n_tokens, out, ws, pool);
+  void forward(const float* h, int64_t n_tokens, float* out, const ForwardContext& ctx) override {
+    inner_->forward(h, n_tokens, out, ctx);
     norm_.forward(out, n_tokens, out);
   }
   uint64_t weight_bytes_per_token() const override {
@@ -106,23 +106,23 @@ class GlmArchitecture : public Architecture {
     }
     Architecture::read_hf_rows(c, spec, hf, row0, row1, dst);
   }
-  std::unique_ptr<Model> create(const ModelConfig& c, const WeightStore& w, ThreadPool& pool) const override {
+  std::unique_ptr<Model> create(const ModelConfig& c, const WeightStore& w, const Shard& shard) const override {
     auto rope = std::make_shared<const RotaryEmbedding>(c, c.family.at("rotary_dim").get<int64_t>(),
-                                                        kernels::cpu::RopeStyle::Interleaved);
+                                                        RopeStyle::Interleaved);
     if (!glm4_)
-      return make_llama_decoder(c, w, pool, {}, [&](int64_t l) { return make_llama_attention(c, w, l, rope); });
+      return make_llama_decoder(c, w, shard, {}, [&](int64_t l) { return make_llama_attention(c, w, shard, l, rope); });
     auto norm = [&](int64_t l, const char* name) {
       return RMSNorm::load(w, layer_prefix(l) + name, c.hidden_size, c.rms_norm_eps);
     };
     return make_llama_decoder(
-        c, w, pool,
+        c, w, shard,
         [&](int64_t l) -> std::unique_ptr<FeedForwardBlock> {
           auto mlp = std::make_unique<GatedMLP>(
               GatedMLP::load(w, layer_prefix(l) + "mlp.", c.hidden_size, c.intermediate_size));
           return std::make_unique<PostNormFeedForward>(std::move(mlp), norm(l, kPostMlpNorm));
         },
         [&](int64_t l) -> std::unique_ptr<AttentionBlock> {
-          return std::make_unique<PostNormAttention>(make_llama_attention(c, w, l, rope), norm(l, kPostAttnNorm));
+          return std::make_unique<PostNormAttention>(make_llama_attention(c, w, shard, l, rope), norm(l, kPostAttnNorm));
         });
   }
 

@@ -3,66 +3,155 @@
 #include <algorithm>
 #include <cmath>
 
+#include <numeric>
+
+#include "core/buffer.h"
 #include "core/error.h"
 
 namespace rinfer {
 
-void forward_linears(const float* x, int64_t rows, std::initializer_list<std::pair<const Linear*, float*>> linears,
-                     ThreadPool& pool) {
-  kernels::cpu::QMatmulOut outs[kernels::cpu::kMatmulQMultiMax];
-  int n = 0;
-  bool all_quantized = linears.size() <= size_t(kernels::cpu::kMatmulQMultiMax);
-  const int64_t in = linears.begin()->first->in;
-  for (const auto& [l, y] : linears) {
-    all_quantized = all_quantized && l->quantized && l->in == in;
-    if (all_quantized) outs[n++] = {&l->qweight, l->bias, y, l->out};
-  }
-  if (all_quantized) {
-    kernels::cpu::matmul_q_multi(x, rows, in, in, outs, n, pool);
-    return;
-  }
-  // All blocked BF16 (the converter's bf16 output): one job as well.
-  kernels::cpu::Bf16BlockedOut bouts[kernels::cpu::kMatmulQMultiMax];
-  bool all_blocked = linears.size() <= size_t(kernels::cpu::kMatmulQMultiMax);
-  n = 0;
-  for (const auto& [l, y] : linears) {
-    all_blocked = all_blocked && l->blocked && !l->quantized && l->in == in;
-    if (all_blocked) bouts[n++] = {static_cast<const uint16_t*>(l->weight.data), l->out, l->bias, y, l->out};
-  }
-  if (all_blocked) {
-    kernels::cpu::matmul_bf16_blocked_multi(x, rows, in, in, bouts, n, pool);
-    return;
-  }
-  for (const auto& [l, y] : linears) l->forward(x, rows, y, pool);
+Range shard_range(int64_t n, const Shard& shard, int64_t align) {
+  RINFER_CHECK(shard.world >= 1 && shard.rank >= 0 && shard.rank < shard.world, "rank ", shard.rank,
+               " is not in a world of ", shard.world);
+  const int64_t units = (n + align - 1) / align;
+  RINFER_CHECK(units >= shard.world, "cannot split ", n, " into ", shard.world, " parts of whole ", align, "s");
+  const int64_t per = units / shard.world, extra = units % shard.world;
+  // The first `extra` ranks take one unit more.
+  const int64_t u0 = shard.rank * per + std::min<int64_t>(shard.rank, extra);
+  const int64_t u1 = u0 + per + (shard.rank < extra ? 1 : 0);
+  return {std::min(n, u0 * align), std::min(n, u1 * align)};
 }
 
-Linear Linear::load(const WeightStore& w, const std::string& prefix, int64_t in, int64_t out, bool bias) {
-  Linear l;
-  l.in = in;
-  l.out = out;
-  const std::string name = prefix + ".weight";
+const char* parallel_mode_name(ParallelMode m) {
+  switch (m) {
+    case ParallelMode::Replicated:
+      return "replicated";
+    case ParallelMode::Column:
+      return "column";
+    case ParallelMode::Row:
+      return "row";
+  }
+  return "?";
+}
+
+namespace {
+
+// The whole matrix prefix.weight [out, in] as the loader stored it.
+MatrixDesc whole_matrix(const WeightStore& w, const std::string& name, int64_t in, int64_t out) {
+  MatrixDesc m;
+  m.N = out;
+  m.K = in;
   const auto it = w.tensors().find(name);
-  if (const kernels::cpu::QuantizedWeight* q = w.quantized(name)) {
+  if (const QuantizedWeight* q = w.quantized(name)) {
     RINFER_CHECK(q->N == out && q->K == in, "quantized tensor ", name, " is ", q->N, " x ", q->K, ", expected ", out,
                  " x ", in, " in ", w.source);
-    l.weight = it->second;
-    l.qweight = *q;
-    l.quantized = true;
+    m.format = MatrixFormat::Quantized;
+    m.dtype = DType::U8;
+    m.q = *q;
+    m.data = q->data;
   } else if (it != w.tensors().end() && it->second.dtype == DType::BF16 && it->second.shape.size() == 4) {
     // Blocked BF16 (the converter's default for projection matrices).
     const TensorView d = it->second;
-    RINFER_CHECK(kernels::cpu::bf16_blockable(out, in) && d.shape == Shape({out / 8, in / 32, 8, 32}), "tensor ", name,
+    RINFER_CHECK(ops::bf16_blockable(out, in) && d.shape == Shape({out / 8, in / 32, 8, 32}), "tensor ", name,
                  " (blocked BF16) has shape ", shape_str(d.shape), ", expected [", out / 8, ", ", in / 32,
                  ", 8, 32] for a [", out, ", ", in, "] matrix in ", w.source);
-    l.weight = d;
-    l.blocked = true;
+    m.format = MatrixFormat::BlockedBf16;
+    m.dtype = DType::BF16;
+    m.data = d.data;
   } else {
-    l.weight = w.get(name, {out, in});
-    RINFER_CHECK(l.weight.dtype != DType::U8, "tensor ", name, " is packed U8 data without a quantization scheme in ",
+    const TensorView d = w.get(name, {out, in});
+    RINFER_CHECK(d.dtype != DType::U8, "tensor ", name, " is packed U8 data without a quantization scheme in ",
                  w.source);
+    m.format = MatrixFormat::Dense;
+    m.dtype = d.dtype;
+    m.data = d.data;
   }
-  if (bias) l.bias = w.get_f32(prefix + ".bias", {out});
+  return m;
+}
+
+int64_t lcm(int64_t a, int64_t b) { return a / std::gcd(a, b) * b; }
+
+}  // namespace
+
+Linear Linear::load(const WeightStore& w, const std::string& prefix, int64_t in, int64_t out, bool bias,
+                    ParallelMode mode, const Shard& shard, int64_t unit) {
+  if (shard.whole() || mode == ParallelMode::Replicated) {
+    Linear l;
+    l.w_ = whole_matrix(w, prefix + ".weight", in, out);
+    l.rows_ = {0, out};
+    l.cols_ = {0, in};
+    l.mode_ = shard.whole() ? mode : ParallelMode::Replicated;
+    l.world_ = shard.world;
+    if (bias) l.bias_ = w.get_f32(prefix + ".bias", {out});
+    return l;
+  }
+  const MatrixDesc m = whole_matrix(w, prefix + ".weight", in, out);
+  if (mode == ParallelMode::Column)
+    return load_rows(w, prefix, in, out, bias, shard_range(out, shard, lcm(unit, ops::matrix_row_unit(m))));
+  return load_columns(w, prefix, in, out, bias, shard_range(in, shard, lcm(unit, ops::matrix_column_unit(m))), shard);
+}
+
+Linear Linear::load_rows(const WeightStore& w, const std::string& prefix, int64_t in, int64_t out, bool bias,
+                         Range rows) {
+  Linear l;
+  l.w_ = ops::matrix_rows(whole_matrix(w, prefix + ".weight", in, out), rows.begin, rows.end);
+  l.mode_ = rows.size() == out ? ParallelMode::Replicated : ParallelMode::Column;
+  l.rows_ = rows;
+  l.cols_ = {0, in};
+  if (bias) l.bias_ = w.get_f32(prefix + ".bias", {out}) + rows.begin;
   return l;
+}
+
+Linear Linear::load_columns(const WeightStore& w, const std::string& prefix, int64_t in, int64_t out, bool bias,
+                            Range cols, const Shard& shard) {
+  const MatrixDesc m = whole_matrix(w, prefix + ".weight", in, out);
+  Linear l;
+  auto copy = std::make_shared<Buffer>(ops::matrix_columns_bytes(m, cols.begin, cols.end));
+  l.w_ = ops::matrix_columns(m, cols.begin, cols.end, copy->data());
+  l.owned_ = copy;
+  l.mode_ = ParallelMode::Row;
+  l.world_ = shard.world;
+  l.rows_ = {0, out};
+  l.cols_ = cols;
+  if (bias) l.bias_ = w.get_f32(prefix + ".bias", {out});
+  return l;
+}
+
+Linear Linear::over(const MatrixDesc& m, ParallelMode mode, Range rows) {
+  Linear l;
+  l.w_ = m;
+  l.mode_ = mode;
+  l.rows_ = rows.size() > 0 ? rows : Range{0, m.N};
+  l.cols_ = {0, m.K};
+  return l;
+}
+
+void Linear::forward(const ForwardContext& ctx, const float* x, int64_t rows, float* y) const {
+  if (!reduces()) {
+    ops::matmul(ctx.exec, x, rows, w_.K, w_, bias_, y, w_.N);
+    return;
+  }
+  // A partial sum on each rank; the bias joins once, after the reduction.
+  ops::matmul(ctx.exec, x, rows, w_.K, w_, nullptr, y, w_.N);
+  ctx.comm->all_reduce_sum(y, rows * w_.N);
+  if (bias_)
+    for (int64_t r = 0; r < rows; ++r) ops::add_inplace(y + r * w_.N, bias_, w_.N);
+}
+
+void forward_linears(const ForwardContext& ctx, const float* x, int64_t rows,
+                     std::initializer_list<std::pair<const Linear*, float*>> linears) {
+  ops::MatmulOut outs[8];
+  size_t n = 0;
+  bool reduces = false;
+  for (const auto& [l, y] : linears) {
+    reduces = reduces || l->reduces();
+    if (n < 8) outs[n++] = {&l->matrix(), l->bias(), y, l->out()};
+  }
+  if (!reduces && n == linears.size()) {
+    ops::matmul_multi(ctx.exec, x, rows, linears.begin()->first->in(), {outs, n});
+    return;
+  }
+  for (const auto& [l, y] : linears) l->forward(ctx, x, rows, y);
 }
 
 RMSNorm RMSNorm::load(const WeightStore& w, const std::string& name, int64_t dim, double eps) {
@@ -117,7 +206,7 @@ std::vector<float> rope_inv_freq(double theta, int64_t rot_dim, const RopeScalin
   return inv;
 }
 
-RotaryEmbedding::RotaryEmbedding(const ModelConfig& cfg, int64_t rot_dim, kernels::cpu::RopeStyle style)
+RotaryEmbedding::RotaryEmbedding(const ModelConfig& cfg, int64_t rot_dim, RopeStyle style)
     : rot_dim_(rot_dim), style_(style), theta_(cfg.rope_theta), scaling_(cfg.rope_scaling),
       max_pos_(cfg.rope_scaling.original_max_position > 0 ? cfg.rope_scaling.original_max_position
                                                            : cfg.max_position_embeddings) {
@@ -135,7 +224,7 @@ void RotaryEmbedding::apply(float* x, int64_t n_heads, int64_t head_dim, int64_t
 }
 
 void RotaryEmbedding::apply_angles(float* x, int64_t n_heads, int64_t head_dim, const float* cs) const {
-  kernels::cpu::rope_with_angles(x, int(n_heads), int(head_dim), int(rot_dim_), cs, style_);
+  ops::rope_with_angles(x, int(n_heads), int(head_dim), int(rot_dim_), cs, style_);
 }
 
 void RotaryEmbedding::angles(int64_t pos, int64_t seq_len, float* cs) const {
@@ -154,10 +243,10 @@ void RotaryEmbedding::angles(int64_t pos, int64_t seq_len, float* cs) const {
       cached_for = this;
       cached_len = seq_len;
     }
-    kernels::cpu::rope_angles(pos, inv.data(), int(rot_dim_), 1.0f, cs);
+    ops::rope_angles(pos, inv.data(), int(rot_dim_), 1.0f, cs);
     return;
   }
-  kernels::cpu::rope_angles(pos, inv_freq_.data(), int(rot_dim_), mscale_, cs);
+  ops::rope_angles(pos, inv_freq_.data(), int(rot_dim_), mscale_, cs);
 }
 
 }  // namespace rinfer

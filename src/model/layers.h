@@ -1,70 +1,85 @@
 #pragma once
 // Building blocks that model files compose: each holds its weights (views
-// into the WeightStore) and calls kernels; none does SIMD itself.
+// into the WeightStore, or its shard of them) and calls ops; none does SIMD
+// itself or knows the device.
 #include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <memory>
+
+#include "core/rope_style.h"
 #include "core/tensor.h"
-#include "core/thread_pool.h"
-#include "kernels/cpu/ops.h"
+#include "model/forward_context.h"
 #include "model/model_config.h"
+#include "model/shard.h"
 #include "model/weights.h"
+#include "ops/matrix.h"
+#include "ops/ops.h"
 
 namespace rinfer {
 
-// y[rows, out] = x[rows, in] W^T + b
-// The weight is either a float TensorView [out, in] (F32/F16/BF16), a BF16
-// one stored blocked ([out/8, in/32, 8, 32], blocked == true), or a
-// quantized Q8/Q4 matrix (quantized == true): then `qweight` is the view the
-// kernels use, as the loader registered it (WeightStore::quantized), and
-// `weight` its U8 data tensor (so weight.data is still non-null).
-struct Linear {
-  TensorView weight;            // [out, in], or the packed data when quantized
-  kernels::cpu::QuantizedWeight qweight;
-  bool quantized = false;
-  // BF16 stored blocked ([out/8, in/32, 8, 32], kernels/cpu/ops.h
-  // matmul_bf16_blocked), as the converter writes projection matrices.
-  bool blocked = false;
-  const float* bias = nullptr;  // [out] or null
-  int64_t in = 0, out = 0;
+// How a Linear holds its matrix when the model is split over ranks:
+//  Replicated: all of it, on every rank.
+//  Column:     a range of output rows (the rank's heads, its part of the
+//              MLP's width, its part of the vocabulary); y is that part of
+//              the output, and the next layer takes it as its input shard.
+//  Row:        a range of input columns, those of the column-parallel layer
+//              before it; each rank's product is a partial sum, reduced
+//              over the ranks (ctx.comm), the bias added once after.
+// In a world of one every mode is the whole matrix, computed as before.
+enum class ParallelMode : uint8_t { Replicated, Column, Row };
+const char* parallel_mode_name(ParallelMode m);
 
-  static Linear load(const WeightStore& w, const std::string& prefix, int64_t in, int64_t out, bool bias);
-  void forward(const float* x, int64_t rows, float* y, ThreadPool& pool) const {
-    if (quantized)
-      kernels::cpu::matmul_q(x, rows, in, in, qweight, bias, y, out, pool);
-    else if (blocked)
-      kernels::cpu::matmul_bf16_blocked(x, rows, in, in, static_cast<const uint16_t*>(weight.data), out, bias, y, out,
-                                        pool);
-    else
-      kernels::cpu::matmul(x, rows, in, in, weight.data, weight.dtype, out, bias, y, out, pool);
-  }
-  // Bytes a forward pass reads: data + scales when quantized.
-  uint64_t bytes() const { return quantized ? kernels::cpu::quant_weight_bytes(qweight) : weight.nbytes(); }
+// y[rows, out] = x[rows, in] W^T + b, in the matrix's stored layout (dense,
+// blocked BF16 or quantized: ops/matrix.h), for the rank's shard.
+class Linear {
+ public:
+  Linear() = default;
+  // The matrix prefix.weight [out, in] (and prefix.bias when bias), or the
+  // shard's part of it: Column takes shard_range(out, shard, align) of the
+  // rows, Row shard_range(in, shard, align) of the columns, align being the
+  // layout's unit (16-row blocks, quantization groups, 32-column tiles) and
+  // unit_multiple: what the caller's parts must stay whole (a head's width).
+  static Linear load(const WeightStore& w, const std::string& prefix, int64_t in, int64_t out, bool bias,
+                     ParallelMode mode = ParallelMode::Replicated, const Shard& shard = {}, int64_t unit = 1);
+  // Exactly output rows [rows.begin, rows.end) (a Column shard whose range
+  // the caller chose, e.g. the K/V head a rank shares with others).
+  static Linear load_rows(const WeightStore& w, const std::string& prefix, int64_t in, int64_t out, bool bias,
+                          Range rows);
+  // Exactly input columns [cols.begin, cols.end), reduced over the ranks.
+  static Linear load_columns(const WeightStore& w, const std::string& prefix, int64_t in, int64_t out, bool bias,
+                             Range cols, const Shard& shard);
+  // A Linear over a matrix someone else holds (tied embeddings).
+  static Linear over(const MatrixDesc& m, ParallelMode mode = ParallelMode::Replicated, Range rows = {});
+
+  void forward(const ForwardContext& ctx, const float* x, int64_t rows, float* y) const;
+
+  int64_t in() const { return w_.K; }    // this shard's input width
+  int64_t out() const { return w_.N; }   // this shard's output width
+  Range rows() const { return rows_; }   // of the whole matrix's outputs
+  Range cols() const { return cols_; }   // of the whole matrix's inputs
+  ParallelMode mode() const { return mode_; }
+  bool reduces() const { return mode_ == ParallelMode::Row && world_ > 1; }
+  const MatrixDesc& matrix() const { return w_; }
+  const float* bias() const { return bias_; }
+  bool empty() const { return w_.empty(); }
+  uint64_t bytes() const { return ops::matrix_bytes(w_); }  // what a pass reads: data + scales
+
+ private:
+  MatrixDesc w_;
+  const float* bias_ = nullptr;
+  ParallelMode mode_ = ParallelMode::Replicated;
+  int world_ = 1;
+  Range rows_, cols_;
+  std::shared_ptr<const void> owned_;  // a Row shard's copy of its columns
 };
 
-// Several Linears of one input (a layer's q/k/v, gate/up): outs[i] = x
-// W_i^T + b_i. When all are quantized they go to matmul_q_multi (at decode:
-// x quantized once, one pool job), when all are blocked BF16 to
-// matmul_bf16_blocked_multi (likewise); otherwise one forward each.
-void forward_linears(const float* x, int64_t rows, std::initializer_list<std::pair<const Linear*, float*>> linears,
-                     ThreadPool& pool);
-
-// Row-wise work of a batch (norms, residual adds, silu * up, RoPE): f(r0, r1)
-// for rows [r0, r1). A prompt's rows are split over the pool (on one thread
-// these ops were ~4 % of a 2-thread qwen2.5-0.5b prefill's samples, with the
-// other thread idle meanwhile); a decode step's few rows are not worth a
-// dispatch and stay on the calling thread.
-constexpr int64_t kParallelMinRows = 16;
-template <typename F>
-void for_rows(ThreadPool& pool, int64_t rows, F&& f) {
-  if (rows < kParallelMinRows || pool.size() == 1) {
-    f(int64_t(0), rows);
-    return;
-  }
-  pool.parallel_for(rows, 1, [&](int64_t r0, int64_t r1, int) { f(r0, r1); });
-}
+// Several Linears of one input (a layer's q/k/v, gate/up), none of them
+// reducing: outs[i] = x W_i^T + b_i, as one job where the backend can.
+void forward_linears(const ForwardContext& ctx, const float* x, int64_t rows,
+                     std::initializer_list<std::pair<const Linear*, float*>> linears);
 
 struct RMSNorm {
   const float* weight = nullptr;
@@ -73,10 +88,10 @@ struct RMSNorm {
 
   static RMSNorm load(const WeightStore& w, const std::string& name, int64_t dim, double eps);
   void forward(const float* x, int64_t rows, float* y) const {
-    for (int64_t r = 0; r < rows; ++r) kernels::cpu::rmsnorm(x + r * dim, weight, dim, eps, y + r * dim);
+    for (int64_t r = 0; r < rows; ++r) ops::rmsnorm(x + r * dim, weight, dim, eps, y + r * dim);
   }
-  void forward(const float* x, int64_t rows, float* y, ThreadPool& pool) const {
-    for_rows(pool, rows, [&](int64_t r0, int64_t r1) { forward(x + r0 * dim, r1 - r0, y + r0 * dim); });
+  void forward(const ExecContext& exec, const float* x, int64_t rows, float* y) const {
+    for_rows(exec, rows, [&](int64_t r0, int64_t r1) { forward(x + r0 * dim, r1 - r0, y + r0 * dim); });
   }
 };
 
@@ -84,13 +99,13 @@ struct RMSNorm {
 class RotaryEmbedding {
  public:
   RotaryEmbedding() = default;
-  RotaryEmbedding(const ModelConfig& cfg, int64_t rot_dim, kernels::cpu::RopeStyle style);
+  RotaryEmbedding(const ModelConfig& cfg, int64_t rot_dim, RopeStyle style);
   // Rotate n_heads heads (stride head_dim) of one token at `pos`; seq_len is
   // the sequence length seen so far (only "dynamic" scaling depends on it).
   void apply(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, int64_t seq_len) const;
   // apply() in two steps, for vectors that share a position (a token's q
   // and k in every layer): angles() writes the cos and sin of the angles at
-  // pos (rot_dim() floats, kernels::cpu::rope_angles), apply_angles()
+  // pos (rot_dim() floats, ops::rope_angles), apply_angles()
   // rotates with them, apply()'s values bit for bit. libm's cos and sin
   // were most of a prompt's rope stage when every layer took them again.
   void angles(int64_t pos, int64_t seq_len, float* cs) const;
@@ -101,7 +116,7 @@ class RotaryEmbedding {
  private:
   std::vector<float> inv_freq_;
   int64_t rot_dim_ = 0;
-  kernels::cpu::RopeStyle style_ = kernels::cpu::RopeStyle::RotateHalf;
+  RopeStyle style_ = RopeStyle::RotateHalf;
   double theta_ = 10000.0;
   RopeScaling scaling_;
   int64_t max_pos_ = 0;

@@ -2,8 +2,8 @@
 // Yi, ...) and MistralForCausalLM. HF layout, rotate_half RoPE (the HF
 // checkpoints' q/k rows are already permuted for it: never un-permute).
 #include "core/error.h"
-#include "model/llama_layout.h"
 #include "model/llama_config.h"
+#include "model/llama_like.h"
 
 namespace rinfer {
 
@@ -60,43 +60,28 @@ void parse_llama_common(const nlohmann::json& j, ModelConfig& c) {
 
 namespace {
 
-class LlamaArchitecture : public Architecture {
+class LlamaArchitecture : public LlamaLikeArchitecture {
  public:
-  explicit LlamaArchitecture(std::string name = "LlamaForCausalLM") : name_(std::move(name)) {}
-  ModelConfig parse_hf_config(const nlohmann::json& j) const override {
-    ModelConfig c;
-    c.architecture = name_;
-    parse_llama_common(j, c);
-    bool attention_bias = hf::get_bool(j, "attention_bias", false);
-    c.qkv_bias = c.o_bias = attention_bias;
-    c.mlp_bias = hf::get_bool(j, "mlp_bias", false);
-    c.validate();
-    return c;
-  }
-  std::vector<TensorSpec> tensor_specs(const ModelConfig& c, int64_t group) const override {
-    return llama_tensor_specs(c, group);
-  }
-  bool ignored_hf_tensor(const ModelConfig&, const std::string& name) const override {
-    return name.find("rotary_emb.inv_freq") != std::string::npos;
-  }
-  std::unique_ptr<Model> create(const ModelConfig& c, const WeightStore& w, ThreadPool& pool) const override {
-    return make_llama_decoder(c, w, pool);
-  }
+  explicit LlamaArchitecture(std::string name = "LlamaForCausalLM") : LlamaLikeArchitecture(std::move(name)) {}
 
  protected:
-  std::string name_;
+  void configure(const nlohmann::json& j, ModelConfig& c) const override {
+    c.qkv_bias = c.o_bias = hf::get_bool(j, "attention_bias", false);
+    c.mlp_bias = hf::get_bool(j, "mlp_bias", false);
+  }
 };
 
 class MistralArchitecture : public LlamaArchitecture {
  public:
   MistralArchitecture() : LlamaArchitecture("MistralForCausalLM") {}
-  ModelConfig parse_hf_config(const nlohmann::json& j) const override {
-    ModelConfig c = LlamaArchitecture::parse_hf_config(j);
+
+ protected:
+  void configure(const nlohmann::json& j, ModelConfig& c) const override {
+    LlamaArchitecture::configure(j, c);
     // rinfer attends over the full context; with a sliding window that is
     // only exact up to the window, so the usable context stops there.
     int64_t window = hf::get_int(j, "sliding_window", 0);
     if (window > 0 && window < c.max_position_embeddings) c.max_position_embeddings = window;
-    return c;
   }
 };
 

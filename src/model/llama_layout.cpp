@@ -54,29 +54,26 @@ std::vector<TensorSpec> llama_tensor_specs(const ModelConfig& c, int64_t group) 
   return s;
 }
 
-std::unique_ptr<AttentionBlock> make_llama_attention(const ModelConfig& c, const WeightStore& w, int64_t layer,
-                                                     std::shared_ptr<const RotaryEmbedding> rope,
+std::unique_ptr<AttentionBlock> make_llama_attention(const ModelConfig& c, const WeightStore& w, const Shard& shard,
+                                                     int64_t layer, std::shared_ptr<const RotaryEmbedding> rope,
                                                      std::vector<float> alibi) {
-  const int64_t H = c.hidden_size, D = c.head_dim;
-  const int64_t q_out = c.n_heads * D, kv_out = c.n_kv_heads * D;
-  const std::string p = layer_prefix(layer) + "self_attn.";
-  return std::make_unique<GqaAttention>(
-      GqaShape{H, c.n_heads, c.n_kv_heads, D}, Linear::load(w, p + "q_proj", H, q_out, c.qkv_bias),
-      Linear::load(w, p + "k_proj", H, kv_out, c.qkv_bias), Linear::load(w, p + "v_proj", H, kv_out, c.qkv_bias),
-      Linear::load(w, p + "o_proj", q_out, H, c.o_bias), std::move(rope), std::move(alibi));
+  return std::make_unique<GqaAttention>(GqaAttention::load({c.hidden_size, c.n_heads, c.n_kv_heads, c.head_dim}, w,
+                                                           layer_prefix(layer) + "self_attn.", c.qkv_bias, c.o_bias,
+                                                           std::move(rope), std::move(alibi), shard));
 }
 
-std::unique_ptr<Model> make_llama_decoder(const ModelConfig& c, const WeightStore& w, ThreadPool& pool,
+std::unique_ptr<Model> make_llama_decoder(const ModelConfig& c, const WeightStore& w, const Shard& shard,
                                           FfnFactory ffn, AttentionFactory attn, KVCacheShape kv_shape) {
-  auto rope = std::make_shared<const RotaryEmbedding>(c, c.head_dim, kernels::cpu::RopeStyle::RotateHalf);
-  if (!attn) attn = [&](int64_t l) { return make_llama_attention(c, w, l, rope); };
+  auto rope = std::make_shared<const RotaryEmbedding>(c, c.head_dim, RopeStyle::RotateHalf);
+  if (!attn) attn = [&](int64_t l) { return make_llama_attention(c, w, shard, l, rope); };
   if (!ffn)
     ffn = [&](int64_t l) {
       return std::make_unique<GatedMLP>(
           GatedMLP::load(w, layer_prefix(l) + "mlp.", c.hidden_size, c.intermediate_size, "gate_proj", "up_proj",
-                         "down_proj", c.mlp_bias));
+                         "down_proj", c.mlp_bias, shard));
     };
-  if (kv_shape.n_layers == 0) kv_shape = {c.n_layers, c.n_kv_heads, c.head_dim};
+  const bool default_kv = kv_shape.n_layers == 0;
+  if (default_kv) kv_shape = {c.n_layers, c.n_kv_heads, c.head_dim};
   std::vector<DecoderLayer> layers;
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const std::string p = layer_prefix(l);
@@ -84,6 +81,8 @@ std::unique_ptr<Model> make_llama_decoder(const ModelConfig& c, const WeightStor
     L.attn_norm = RMSNorm::load(w, p + "input_layernorm.weight", c.hidden_size, c.rms_norm_eps);
     L.ffn_norm = RMSNorm::load(w, p + "post_attention_layernorm.weight", c.hidden_size, c.rms_norm_eps);
     L.attn = attn(l);
+    if (const auto* gqa = dynamic_cast<const GqaAttention*>(L.attn.get()); gqa && default_kv)
+      kv_shape.n_kv_heads = gqa->n_local_kv_heads();  // the shard's K/V heads
     L.ffn = ffn(l);
     layers.push_back(std::move(L));
   }
@@ -94,18 +93,31 @@ std::unique_ptr<Model> make_llama_decoder(const ModelConfig& c, const WeightStor
   const bool embed_blocked = c.tie_word_embeddings && eit != w.tensors().end() && eit->second.dtype == DType::BF16 &&
                              eit->second.shape.size() == 4;
   const TensorView embed = embed_blocked ? eit->second : w.get(embed_name, {c.vocab_size, c.hidden_size});
+  // Vocab-parallel: the shard's rows of the table and of the output layer.
+  const Range vocab = shard.whole() ? Range{0, c.vocab_size} : shard_range(c.vocab_size, shard, Decoder::kVocabAlign);
   Linear head;
   // Tied, unless the converter wrote a quantized copy of the table as the
   // output layer (convert --lm-head).
   if (c.tie_word_embeddings && !w.has("lm_head.weight")) {
-    head.weight = embed;
-    head.blocked = embed_blocked;
-    head.in = c.hidden_size;
-    head.out = c.vocab_size;
+    MatrixDesc m;
+    m.format = embed_blocked ? MatrixFormat::BlockedBf16 : MatrixFormat::Dense;
+    m.dtype = embed.dtype;
+    m.data = embed.data;
+    m.N = c.vocab_size;
+    m.K = c.hidden_size;
+    head = Linear::over(ops::matrix_rows(m, vocab.begin, vocab.end),
+                        shard.whole() ? ParallelMode::Replicated : ParallelMode::Column, vocab);
   } else {
-    head = Linear::load(w, "lm_head", c.hidden_size, c.vocab_size, false);
+    head = Linear::load_rows(w, "lm_head", c.hidden_size, c.vocab_size, false, vocab);
   }
-  return std::make_unique<Decoder>(c, pool, embed,
+  TensorView table = embed;
+  if (!shard.whole()) {
+    // The shard's rows: [V/8, H/32, 8, 32] blocked, [V, H] otherwise.
+    const size_t row_bytes = size_t(c.hidden_size) * dtype_size(embed.dtype);
+    table.data = static_cast<const uint8_t*>(embed.data) + size_t(vocab.begin) * row_bytes;
+    table.shape = embed_blocked ? Shape{vocab.size() / 8, c.hidden_size / 32, 8, 32} : Shape{vocab.size(), c.hidden_size};
+  }
+  return std::make_unique<Decoder>(c, table, vocab,
                                    std::move(layers),
                                    RMSNorm::load(w, "model.norm.weight", c.hidden_size, c.rms_norm_eps), head,
                                    kv_shape);

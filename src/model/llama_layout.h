@@ -27,7 +27,8 @@ std::vector<TensorSpec> gated_mlp_specs(const std::string& prefix, int64_t hidde
 // The whole dense LLaMA layout.
 std::vector<TensorSpec> llama_tensor_specs(const ModelConfig& c, int64_t group);
 
-std::unique_ptr<AttentionBlock> make_llama_attention(const ModelConfig& c, const WeightStore& w, int64_t layer,
+std::unique_ptr<AttentionBlock> make_llama_attention(const ModelConfig& c, const WeightStore& w, const Shard& shard,
+                                                     int64_t layer,
                                                      std::shared_ptr<const RotaryEmbedding> rope,
                                                      std::vector<float> alibi = {});
 
@@ -37,7 +38,10 @@ using AttentionFactory = std::function<std::unique_ptr<AttentionBlock>(int64_t l
 // A Decoder with LLaMA globals and norms; attention and feed-forward per
 // layer from the factories (defaults: LLaMA GQA with rotate_half RoPE over
 // the full head, and the dense SwiGLU MLP).
-std::unique_ptr<Model> make_llama_decoder(const ModelConfig& c, const WeightStore& w, ThreadPool& pool,
+// With a shard of a larger world: attention heads, the dense MLP's width and
+// the vocabulary are split (blocks from other factories are replicated
+// unless they split themselves).
+std::unique_ptr<Model> make_llama_decoder(const ModelConfig& c, const WeightStore& w, const Shard& shard,
                                           FfnFactory ffn = {}, AttentionFactory attn = {},
                                           KVCacheShape kv_shape = {});
 

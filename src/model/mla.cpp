@@ -4,12 +4,9 @@
 #include <optional>
 
 #include "core/error.h"
-#include "kernels/cpu/latent_attention.h"
 #include "model/stage_profile.h"
 
 namespace rinfer {
-
-namespace kc = kernels::cpu;
 
 MlaAttention::MlaAttention(const MlaShape& s, const WeightStore& w, const std::string& p, double eps,
                            std::shared_ptr<const RotaryEmbedding> rope, float softmax_scale)
@@ -28,14 +25,14 @@ MlaAttention::MlaAttention(const MlaShape& s, const WeightStore& w, const std::s
   o_ = Linear::load(w, p + "o_proj", s.n_heads * s.v_dim, s.hidden, false);
   // The absorbed attention below reads kv_b's raw rows, so the converter keeps
   // kv_b_proj in the float dtype in quantized models (convert/converter.cpp).
-  RINFER_CHECK(!kv_b_.quantized && !kv_b_.blocked, "tensor ", p,
+  RINFER_CHECK(kv_b_.matrix().format == MatrixFormat::Dense, "tensor ", p,
                "kv_b_proj.weight is quantized or blocked; MLA needs it as a row-major float matrix (", w.source, ")");
   // Repack the K half of kv_b ([nope, latent] per head) transposed, so the
   // absorption q_lat = W_uk^T q_nope is a plain matmul with [latent, nope] rows.
-  const DType dt = kv_b_.weight.dtype;
+  const DType dt = kv_b_.matrix().dtype;
   const size_t esz = dtype_size(dt);
   w_uk_t_ = Buffer(size_t(s.n_heads * s.kv_lora_rank * s.nope_dim) * esz);
-  const auto* src = kv_b_.weight.as<uint8_t>();
+  const auto* src = static_cast<const uint8_t*>(kv_b_.matrix().data);
   auto* dst = w_uk_t_.as<uint8_t>();
   for (int64_t h = 0; h < s.n_heads; ++h)
     for (int64_t i = 0; i < s.nope_dim; ++i)
@@ -54,31 +51,29 @@ void MlaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
   const int64_t T = ctx.n_tokens, NH = s_.n_heads, L = s_.kv_lora_rank, R = s_.rope_dim, N = s_.nope_dim,
                 V = s_.v_dim, QK = N + R, ROW = L + R;
   Workspace& ws = *ctx.ws;
-  ThreadPool& pool = *ctx.pool;
   float* q = ws.get(Workspace::kQ, size_t(T * NH * QK));
   float* kv = ws.get(Workspace::kK, size_t(T * ROW));
   float* qlat = ws.get(Workspace::kMla1, size_t(T * NH * ROW));  // [c-space query | rope query] per head
   float* olat = ws.get(Workspace::kMla2, size_t(T * NH * L));
   float* attn = ws.get(Workspace::kAttn, size_t(T * NH * V));
-  float* scores = ws.get(Workspace::kScores, size_t(pool.size()) * size_t(ctx.max_ctx));
-  const size_t esz = dtype_size(kv_b_.weight.dtype);
+  const DType dt = kv_b_.matrix().dtype;
+  const size_t esz = dtype_size(dt);
   // The absorbed q reads W_uk (NH x L x N), the expansion W_uv (NH x V x L).
   const uint64_t uk_bytes = uint64_t(NH * L * N) * esz, uv_bytes = uint64_t(NH * V * L) * esz;
   std::optional<profile::Scope> scope(std::in_place, profile::Stage::Qkv,
                                       [&] { return q_a_.bytes() + q_b_.bytes() + q_proj_.bytes() + kv_a_.bytes(); });
   if (s_.q_lora_rank > 0) {
     float* qa = ws.get(Workspace::kMla0, size_t(T * s_.q_lora_rank));
-    q_a_.forward(h, T, qa, pool);
+    q_a_.forward(ctx, h, T, qa);
     q_a_norm_.forward(qa, T, qa);
-    q_b_.forward(qa, T, q, pool);
+    q_b_.forward(ctx, qa, T, q);
   } else {
-    q_proj_.forward(h, T, q, pool);
+    q_proj_.forward(ctx, h, T, q);
   }
-  kv_a_.forward(h, T, kv, pool);
-  KVCache& cache = *ctx.kv;
-  kc::PagedKV pkv = cache.layer(layer);
+  kv_a_.forward(ctx, h, T, kv);
+  const PagedKV& pkv = ctx.kv->layers[size_t(layer)];
   RINFER_ASSERT(pkv.head_dim == ROW && pkv.n_kv_heads == 1);
-  const int64_t bs = cache.block_size();
+  const int64_t bs = ctx.kv->block_size;
   scope.emplace(profile::Stage::AttnPrep);
   const float* angles = token_angles(ctx, *rope_);
   for (int64_t t = 0; t < T; ++t) {
@@ -94,31 +89,29 @@ void MlaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
       std::memcpy(qlat + (t * NH + hd) * ROW + L, qh + N, size_t(R) * sizeof(float));
     }
     const int64_t slot = int64_t(item.block_table[size_t(pos / bs)]) * bs + pos % bs;
-    kc::store_latent(pkv, slot, row);
+    ops::store_latent(pkv, slot, row);
   }
   // Absorb: q_lat[t, h] = W_uk[h]^T q_nope[t, h], one matmul per head over all tokens.
   scope.emplace(profile::Stage::Qkv, uk_bytes);
-  for (int64_t hd = 0; hd < NH; ++hd)
-    kc::matmul(q + hd * QK, T, N, NH * QK, w_uk_t_.as<uint8_t>() + size_t(hd * L * N) * esz, kv_b_.weight.dtype, L,
-               nullptr, qlat + hd * ROW, NH * ROW, pool);
+  for (int64_t hd = 0; hd < NH; ++hd) {
+    MatrixDesc uk{MatrixFormat::Dense, Device::Cpu, dt, w_uk_t_.as<uint8_t>() + size_t(hd * L * N) * esz, L, N, {}};
+    ops::matmul(ctx.exec, q + hd * QK, T, NH * QK, uk, nullptr, qlat + hd * ROW, NH * ROW);
+  }
   scope.emplace(profile::Stage::Attention, [&] {
     uint64_t n = 0;
     for (const auto& item : ctx.batch)
       n += uint64_t(item.start_pos + int64_t(item.tokens.size())) * uint64_t(ROW) * dtype_size(pkv.dtype);
     return n;
   });
-  pool.run(T * NH, [&](int64_t task, int thread) {
-    const int64_t tok = task / NH;
-    const BatchItem& item = ctx.batch[size_t(ctx.tok_item[tok])];
-    kc::latent_attention_head(qlat + task * ROW, pkv, item.block_table.data(), ctx.tok_pos[tok] + 1, int(L), scale_,
-                              olat + task * L, scores + int64_t(thread) * ctx.max_ctx);
-  });
+  ops::latent_attention(ctx.exec, ctx.tokens, qlat, NH, pkv, int(L), scale_, olat);
   // Expand: v[t, h] = W_uv[h] o_lat[t, h], W_uv[h] being rows of kv_b.
   scope.emplace(profile::Stage::AttnOut, [&] { return uv_bytes + o_.bytes(); });
-  for (int64_t hd = 0; hd < NH; ++hd)
-    kc::matmul(olat + hd * L, T, L, NH * L, kv_b_.weight.as<uint8_t>() + size_t((hd * (N + V) + N) * L) * esz,
-               kv_b_.weight.dtype, V, nullptr, attn + hd * V, NH * V, pool);
-  o_.forward(attn, T, out, pool);
+  const auto* kv_b = static_cast<const uint8_t*>(kv_b_.matrix().data);
+  for (int64_t hd = 0; hd < NH; ++hd) {
+    MatrixDesc uv{MatrixFormat::Dense, Device::Cpu, dt, kv_b + size_t((hd * (N + V) + N) * L) * esz, V, L, {}};
+    ops::matmul(ctx.exec, olat + hd * L, T, NH * L, uv, nullptr, attn + hd * V, NH * V);
+  }
+  o_.forward(ctx, attn, T, out);
 }
 
 }  // namespace rinfer

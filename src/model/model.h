@@ -8,9 +8,9 @@
 #include <span>
 #include <vector>
 
-#include "core/thread_pool.h"
+#include "core/paged_kv.h"
 #include "model/model_config.h"
-#include "runtime/kv_cache.h"
+#include "ops/exec_context.h"
 
 namespace rinfer {
 
@@ -27,6 +27,22 @@ struct BatchItem {
   LogitRows logits = LogitRows::Last;
 };
 
+// The KV cache as a forward pass sees it: each layer's pools (the runtime's
+// KVCache owns them).
+struct KvView {
+  std::span<const PagedKV> layers;
+  int block_size = 16;
+};
+
+class Communicator;
+
+// Where a forward pass runs: the ops' device and threads, and the
+// communicator of the ranks that hold the model's other shards.
+struct RunContext {
+  ExecContext exec;
+  Communicator* comm = nullptr;  // null: a world of one
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -37,7 +53,7 @@ class Model {
   // Runs the batch, writing K/V of the new tokens into `kv` and logits
   // [logit_rows, vocab_size] (in batch order) into `logits` (untouched, and
   // may be null, when logit_rows is 0).
-  virtual void forward(std::span<const BatchItem> batch, KVCache& kv, float* logits) = 0;
+  virtual void forward(std::span<const BatchItem> batch, const KvView& kv, float* logits, const RunContext& run) = 0;
   // Bytes of weights read to decode one token (all matrices once; for MoE
   // the router, top-k and shared experts).
   virtual uint64_t weight_bytes_per_token() const = 0;

@@ -9,8 +9,6 @@
 
 namespace rinfer {
 
-namespace kc = kernels::cpu;
-
 void route_token(const MoeRouting& r, const float* logits, const float* bias, int32_t* experts, float* weights,
                  float* scratch) {
   const int64_t E = r.n_experts;
@@ -20,7 +18,7 @@ void route_token(const MoeRouting& r, const float* logits, const float* bias, in
     for (int64_t e = 0; e < E; ++e) scores[e] = 1.0f / (1.0f + std::exp(-logits[e]));
   } else {
     std::memcpy(scores, logits, size_t(E) * sizeof(float));
-    kc::softmax(scores, E);
+    ops::softmax(scores, E);
   }
   for (int64_t e = 0; e < E; ++e) choice[e] = scores[e] + (bias ? bias[e] : 0.0f);
   if (r.n_group > 1 && r.topk_group < r.n_group) {
@@ -87,13 +85,14 @@ uint64_t MoeFeedForward::weight_bytes_per_token() const {
   return n;
 }
 
-void MoeFeedForward::forward(const float* h, int64_t T, float* out, Workspace& ws, ThreadPool& pool) {
-  const int64_t E = r_.n_experts, K = r_.top_k, H = router_.in;
+void MoeFeedForward::forward(const float* h, int64_t T, float* out, const ForwardContext& ctx) {
+  const int64_t E = r_.n_experts, K = r_.top_k, H = router_.in();
+  Workspace& ws = *ctx.ws;
   float* logits = ws.get(Workspace::kRouter, size_t(T * E + 2 * E));
   float* scratch = logits + T * E;
   {
     profile::Scope s(profile::Stage::Router, [&] { return router_.bytes(); });
-    router_.forward(h, T, logits, pool);
+    router_.forward(ctx, h, T, logits);
     sel_.resize(size_t(T * K));
     sel_w_.resize(size_t(T * K));
     for (auto& v : by_expert_) v.clear();
@@ -117,7 +116,7 @@ void MoeFeedForward::forward(const float* h, int64_t T, float* out, Workspace& w
       for (int64_t i = 0; i < n; ++i)
         std::memcpy(xin + i * H, h + int64_t(rows[i].first) * H, size_t(H) * sizeof(float));
     }
-    experts_[size_t(e)].forward(xin, n, xout, ws, pool);
+    experts_[size_t(e)].forward(xin, n, xout, ctx);
     profile::Scope s(profile::Stage::MoeCombine);
     for (int64_t i = 0; i < n; ++i) {
       float* o = out + int64_t(rows[i].first) * H;
@@ -128,17 +127,17 @@ void MoeFeedForward::forward(const float* h, int64_t T, float* out, Workspace& w
   }
   if (shared_) {
     float* s = ws.get(Workspace::kShared, size_t(T * H));
-    shared_->forward(h, T, s, ws, pool);
+    shared_->forward(h, T, s, ctx);
     profile::Scope combine_scope(profile::Stage::MoeCombine, [&] { return shared_gate_.bytes(); });
-    if (shared_gate_.weight.data) {
+    if (!shared_gate_.empty()) {
       float* g = ws.get(Workspace::kMla0, size_t(T));
-      shared_gate_.forward(h, T, g, pool);
+      shared_gate_.forward(ctx, h, T, g);
       for (int64_t t = 0; t < T; ++t) {
         const float gate = 1.0f / (1.0f + std::exp(-g[t]));
         for (int64_t d = 0; d < H; ++d) out[t * H + d] += gate * s[t * H + d];
       }
     } else {
-      kc::add_inplace(out, s, T * H);
+      ops::add_inplace(out, s, T * H);
     }
   }
 }

@@ -33,7 +33,7 @@ class MoeFeedForward : public FeedForwardBlock {
  public:
   MoeFeedForward(MoeRouting routing, Linear router, const float* correction_bias, std::vector<GatedMLP> experts,
                  std::unique_ptr<GatedMLP> shared, Linear shared_gate);
-  void forward(const float* h, int64_t n_tokens, float* out, Workspace& ws, ThreadPool& pool) override;
+  void forward(const float* h, int64_t n_tokens, float* out, const ForwardContext& ctx) override;
   uint64_t weight_bytes_per_token() const override;
   // Tokens routed to each expert since creation (for --expert-stats).
   const std::vector<uint64_t>& expert_counts() const { return counts_total_; }

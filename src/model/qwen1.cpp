@@ -49,8 +49,8 @@ class QwenArchitecture : public Architecture {
                     int64_t row1, float* dst) const override {
     read_rows_from(c, hf, spec, source(c, spec.name), row0, row1, dst);
   }
-  std::unique_ptr<Model> create(const ModelConfig& c, const WeightStore& w, ThreadPool& pool) const override {
-    return make_llama_decoder(c, w, pool);
+  std::unique_ptr<Model> create(const ModelConfig& c, const WeightStore& w, const Shard& shard) const override {
+    return make_llama_decoder(c, w, shard);
   }
 
  private:

@@ -4,20 +4,19 @@
 // Layers listed in mlp_only_layers, or off the decoder_sparse_step, are dense.
 #include "core/error.h"
 #include "model/llama_config.h"
-#include "model/llama_layout.h"
-#include "model/moe_layout.h"
+#include "model/llama_like.h"
 
 namespace rinfer {
 namespace {
 
 const MoeNames kNames{"gate", "gate_proj", "up_proj", "down_proj", "shared_expert", "shared_expert_gate", ""};
 
-class Qwen2MoeArchitecture : public Architecture {
+class Qwen2MoeArchitecture : public LlamaLikeArchitecture {
  public:
-  ModelConfig parse_hf_config(const nlohmann::json& j) const override {
-    ModelConfig c;
-    c.architecture = "Qwen2MoeForCausalLM";
-    parse_llama_common(j, c);
+  Qwen2MoeArchitecture() : LlamaLikeArchitecture("Qwen2MoeForCausalLM") {}
+
+ protected:
+  void configure(const nlohmann::json& j, ModelConfig& c) const override {
     c.qkv_bias = true;
     RINFER_CHECK(!hf::get_bool(j, "use_sliding_window", false), "config.json: use_sliding_window=true is not supported");
     MoeRouting r;
@@ -27,23 +26,9 @@ class Qwen2MoeArchitecture : public Architecture {
     MoeShape s{c.hidden_size, hf::get_int(j, "moe_intermediate_size"), hf::get_int(j, "shared_expert_intermediate_size")};
     c.family["moe"] = moe_to_json(r, s);
     parse_sparse_layers(j, c);
-    c.validate();
-    return c;
   }
-  std::vector<TensorSpec> tensor_specs(const ModelConfig& c, int64_t group) const override {
-    if (group == kGlobalGroup) return llama_global_specs(c);
-    if (!is_sparse_layer(c, group)) return llama_tensor_specs(c, group);
-    return llama_moe_layer_specs(c, group, "mlp", kNames);
-  }
-  std::unique_ptr<Model> create(const ModelConfig& c, const WeightStore& w, ThreadPool& pool) const override {
-    const MoeConfig moe = moe_config(c);
-    const MoeRouting& r = moe.routing;
-    const MoeShape& s = moe.shape;
-    return make_llama_decoder(c, w, pool, [&](int64_t l) -> std::unique_ptr<FeedForwardBlock> {
-      if (is_sparse_layer(c, l)) return make_moe(w, layer_prefix(l) + "mlp.", r, s, kNames);
-      return std::make_unique<GatedMLP>(GatedMLP::load(w, layer_prefix(l) + "mlp.", c.hidden_size, c.intermediate_size));
-    });
-  }
+  bool sparse_layer(const ModelConfig& c, int64_t l) const override { return is_sparse_layer(c, l); }
+  MoeNames moe_names(const ModelConfig&) const override { return kNames; }
 };
 
 }  // namespace

@@ -60,20 +60,20 @@ class Qwen3Architecture : public Architecture {
     return s;
   }
 
-  std::unique_ptr<Model> create(const ModelConfig& c, const WeightStore& w, ThreadPool& pool) const override {
-    auto rope = std::make_shared<const RotaryEmbedding>(c, c.head_dim, kernels::cpu::RopeStyle::RotateHalf);
+  std::unique_ptr<Model> create(const ModelConfig& c, const WeightStore& w, const Shard& shard) const override {
+    auto rope = std::make_shared<const RotaryEmbedding>(c, c.head_dim, RopeStyle::RotateHalf);
     MoeConfig moe;
     if (moe_) moe = moe_config(c);
     const MoeRouting& r = moe.routing;
     const MoeShape& ms = moe.shape;
     return make_llama_decoder(
-        c, w, pool,
+        c, w, shard,
         [&](int64_t l) -> std::unique_ptr<FeedForwardBlock> {
           if (sparse(c, l)) return make_moe(w, layer_prefix(l) + "mlp.", r, ms, kMoeNames);
           return std::make_unique<GatedMLP>(GatedMLP::load(w, layer_prefix(l) + "mlp.", c.hidden_size, c.intermediate_size));
         },
         [&](int64_t l) -> std::unique_ptr<AttentionBlock> {
-          auto attn = make_llama_attention(c, w, l, rope);
+          auto attn = make_llama_attention(c, w, shard, l, rope);
           const std::string p = layer_prefix(l) + "self_attn.";
           static_cast<GqaAttention*>(attn.get())
               ->set_qk_norm(RMSNorm::load(w, p + "q_norm.weight", c.head_dim, c.rms_norm_eps),

@@ -2,7 +2,7 @@
 
 #include <mutex>
 
-#include "kernels/cpu/ops.h"
+#include "ops/ops.h"
 
 namespace rinfer::profile {
 
@@ -57,7 +57,7 @@ void set_phase(Phase p) {
   g_phase = p;
 }
 
-uint64_t macs_now() { return kernels::cpu::matmul_macs(); }
+uint64_t macs_now() { return ops::matmul_macs(); }
 
 void add(Stage s, uint64_t ns, uint64_t bytes, uint64_t macs, uint64_t busy_ns) {
   std::lock_guard<std::mutex> lock(g_mutex);

@@ -47,7 +47,7 @@ struct StageTotals {
   uint64_t ns = 0;
   uint64_t calls = 0;
   uint64_t bytes = 0;  // weight (and for Attention, KV cache) bytes the stage read
-  uint64_t macs = 0;   // multiply-adds of the matmul kernels (kernels::cpu::matmul_macs)
+  uint64_t macs = 0;   // multiply-adds of the matmul kernels (ops::matmul_macs)
   // Thread time the stage kept busy, summed over the pool's threads: the
   // caller's time in the stage less its waits for the workers, plus the
   // workers' time in the stage's jobs (ThreadPool::Stats). Against
@@ -69,7 +69,7 @@ PhaseTotals totals(Phase p);
 // The phase the scopes of the current forward call are filed under.
 void set_phase(Phase p);
 void add(Stage s, uint64_t ns, uint64_t bytes, uint64_t macs, uint64_t busy_ns);
-uint64_t macs_now();  // kernels::cpu::matmul_macs()
+uint64_t macs_now();  // ops::matmul_macs()
 void add_forward(uint64_t ns);
 
 // Times its lifetime as stage s, when profiling is on. `bytes`, what the

@@ -8,12 +8,12 @@ void WeightStore::add(const std::string& name, const TensorView& view) {
   RINFER_CHECK(tensors_.emplace(name, view).second, "duplicate tensor ", name);
 }
 
-void WeightStore::add_quantized(const std::string& name, const kernels::cpu::QuantizedWeight& q) {
+void WeightStore::add_quantized(const std::string& name, const QuantizedWeight& q) {
   RINFER_CHECK(has(name), "quantized weight ", name, " has no data tensor");
   RINFER_CHECK(quantized_.emplace(name, q).second, "duplicate quantized weight ", name);
 }
 
-const kernels::cpu::QuantizedWeight* WeightStore::quantized(const std::string& name) const {
+const QuantizedWeight* WeightStore::quantized(const std::string& name) const {
   const auto it = quantized_.find(name);
   return it == quantized_.end() ? nullptr : &it->second;
 }

@@ -10,7 +10,7 @@
 
 #include "core/buffer.h"
 #include "core/tensor.h"
-#include "kernels/cpu/ops.h"
+#include "core/quantized_weight.h"
 
 namespace rinfer {
 
@@ -30,14 +30,14 @@ class WeightStore {
   // as the loader laid them out for the kernels (the interleaved layout where
   // the weights are copied into memory: kernels/cpu/ops.h). Their bytes are
   // the data tensor's (and, in the separate layout, its scale tensor's).
-  void add_quantized(const std::string& name, const kernels::cpu::QuantizedWeight& q);
-  const kernels::cpu::QuantizedWeight* quantized(const std::string& name) const;
+  void add_quantized(const std::string& name, const QuantizedWeight& q);
+  const QuantizedWeight* quantized(const std::string& name) const;
   uint64_t total_bytes() const;
   std::string source;  // where the weights came from, for messages
 
  private:
   std::map<std::string, TensorView> tensors_;
-  std::map<std::string, kernels::cpu::QuantizedWeight> quantized_;
+  std::map<std::string, QuantizedWeight> quantized_;
   std::vector<Buffer> buffers_;
   std::vector<std::shared_ptr<void>> holders_;
 };

@@ -1,8 +1,6 @@
 #include "runtime/engine.h"
 
 #include <algorithm>
-#include <cmath>
-#include <numeric>
 
 namespace rinfer {
 
@@ -10,19 +8,19 @@ namespace {
 double seconds(Sequence::Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 }  // namespace
 
-Engine::Engine(Model& model, KVCache& kv, const EngineOptions& opts)
-    : model_(model),
-      kv_(kv),
+Engine::Engine(ModelRunner& runner, const EngineOptions& opts)
+    : runner_(runner),
       opts_(opts),
-      blocks_(kv, opts.prefix_caching),
+      blocks_(runner.kv(), opts.prefix_caching),
       scheduler_(opts.scheduler, blocks_) {
   RINFER_CHECK(opts.max_model_len >= 0, "--max-model-len must be >= 0, got ", opts.max_model_len);
   RINFER_CHECK(opts.max_waiting >= 1, "the waiting queue must hold at least one request");
   // A sequence must fit the pool alone, or the schedulers could wait forever
   // for blocks that can never be free.
-  max_model_len_ = std::min(model.config().max_position_embeddings, kv.capacity_tokens());
+  const KVCache& kv = runner.kv();
+  max_model_len_ = std::min(runner.config().max_position_embeddings, kv.capacity_tokens());
   if (opts.max_model_len > 0) max_model_len_ = std::min(max_model_len_, opts.max_model_len);
-  vocab_ = model.config().vocab_size;
+  vocab_ = runner.vocab_size();
   counters_.kv_blocks_total = published_.kv_blocks_total = kv.n_blocks();
   counters_.block_size = published_.block_size = kv.block_size();
   thread_ = std::thread([this] { loop(); });
@@ -142,7 +140,7 @@ bool Engine::step() {
   }
   logits_.resize(batch_.size() * size_t(vocab_));
   try {
-    model_.forward(batch_, kv_, logits_.data());
+    runner_.forward(batch_, logits_.data());
   } catch (const std::exception& e) {
     // Not a request's fault that can be told apart: fail the whole batch
     // rather than retry it forever.
@@ -165,26 +163,10 @@ bool Engine::step() {
 
 void Engine::sample(Sequence& seq, float* logits) {
   GenerationEvent ev;
-  if (seq.top_logprobs >= 0) {
-    // Logprobs of the model's own distribution, before the sampler's
-    // penalty and temperature change the logits in place.
-    scratch_.assign(logits, logits + vocab_);
-    const float mx = *std::max_element(scratch_.begin(), scratch_.end());
-    double sum = 0;
-    for (float l : scratch_) sum += std::exp(double(l - mx));
-    const float lse = mx + float(std::log(sum));
-    std::vector<int32_t> idx(static_cast<size_t>(vocab_));
-    std::iota(idx.begin(), idx.end(), 0);
-    const auto k = std::min<int64_t>(seq.top_logprobs, vocab_);
-    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
-      return scratch_[size_t(a)] > scratch_[size_t(b)] || (scratch_[size_t(a)] == scratch_[size_t(b)] && a < b);
-    });
-    for (int64_t j = 0; j < k; ++j) ev.top_logprobs.push_back({idx[size_t(j)], scratch_[size_t(idx[size_t(j)])] - lse});
-    ev.token = seq.sampler->sample(logits, vocab_, seq.tokens);
-    ev.logprob = scratch_[size_t(ev.token)] - lse;
-  } else {
-    ev.token = seq.sampler->sample(logits, vocab_, seq.tokens);
-  }
+  SampledToken t = runner_.sample(logits, *seq.sampler, seq.tokens, seq.top_logprobs);
+  ev.token = t.id;
+  ev.logprob = t.logprob;
+  ev.top_logprobs = std::move(t.top);
   seq.tokens.push_back(ev.token);
   ++counters_.generation_tokens_total;
   if (seq.n_generated() == 1) seq.first_token = Sequence::Clock::now();

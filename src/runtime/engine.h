@@ -1,7 +1,7 @@
 #pragma once
 // Engine: continuous batching. One background thread runs steps; each step
 // asks the scheduler for a batch (decode tokens of running sequences mixed
-// with prompt chunks), runs it through Model::forward as one batch over the
+// with prompt chunks), runs it through the model runner as one batch over the
 // paged KV cache, samples a token for every sequence whose chunk reached its
 // end, and delivers it to that request's callback. Requests join and leave
 // between steps; a finished or cancelled one frees its blocks at once.
@@ -24,6 +24,7 @@
 #include "model/model.h"
 #include "runtime/block_manager.h"
 #include "runtime/kv_cache.h"
+#include "runtime/model_runner.h"
 #include "runtime/scheduler.h"
 #include "runtime/sequence.h"
 
@@ -43,11 +44,6 @@ struct GenerationRequest {
   std::vector<int32_t> stop_ids;  // EOS ids
   int priority = 0;               // higher first (priority and preemption schedulers)
   int top_logprobs = -1;          // -1: none; k in [0, 20]: the sampled token's logprob plus the k most likely
-};
-
-struct TokenLogprob {
-  int32_t id = 0;
-  float logprob = 0;
 };
 
 struct GenerationEvent {
@@ -85,7 +81,7 @@ class Engine {
  public:
   // Starts the engine thread. The KV cache must be unused; the engine owns
   // it (and the model's forward) until destroyed.
-  Engine(Model& model, KVCache& kv, const EngineOptions& opts);
+  Engine(ModelRunner& runner, const EngineOptions& opts);
   // Stops the thread; requests still queued or running get a Cancelled event.
   ~Engine();
   Engine(const Engine&) = delete;
@@ -121,8 +117,7 @@ class Engine {
   void emit(Live& live, GenerationEvent& ev);
   void publish_stats();
 
-  Model& model_;
-  KVCache& kv_;
+  ModelRunner& runner_;
   EngineOptions opts_;
   int64_t max_model_len_ = 0;
   int64_t vocab_ = 0;
@@ -132,7 +127,7 @@ class Engine {
   Scheduler scheduler_;
   std::unordered_map<int64_t, Live> live_;
   std::vector<BatchItem> batch_;
-  std::vector<float> logits_, scratch_;
+  std::vector<float> logits_;
   EngineStats counters_;
 
   // Shared with submitters, under mu_.

@@ -13,7 +13,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 }  // namespace
 
-Generator::Generator(Model& model, KVCache& kv) : model_(model), kv_(kv) {}
+Generator::Generator(ModelRunner& runner) : runner_(runner), kv_(runner.kv()) {}
 Generator::~Generator() { reset(); }
 
 void Generator::reset() { kv_.release(blocks_); }
@@ -24,7 +24,7 @@ void Generator::set_prefill_chunk(int64_t tokens) {
 }
 
 void Generator::prefill(std::span<const int32_t> tokens, bool all_logits, float* logits) {
-  const int64_t n = int64_t(tokens.size()), vocab = model_.config().vocab_size;
+  const int64_t n = int64_t(tokens.size()), vocab = runner_.config().vocab_size;
   const int64_t chunk = prefill_chunk_ > 0 ? prefill_chunk_ : n;
   kv_.reserve(blocks_, n);
   for (int64_t b = 0; b < n; b += chunk) {
@@ -32,12 +32,12 @@ void Generator::prefill(std::span<const int32_t> tokens, bool all_logits, float*
     // Before the last chunk only the K/V matter (unless every row is scored).
     const LogitRows rows = all_logits ? LogitRows::All : b + len == n ? LogitRows::Last : LogitRows::None;
     BatchItem item{tokens.subspan(size_t(b), size_t(len)), b, blocks_, rows};
-    model_.forward({&item, 1}, kv_, all_logits ? logits + b * vocab : logits);
+    runner_.forward({&item, 1}, all_logits ? logits + b * vocab : logits);
   }
 }
 
 int64_t Generator::context_limit(int64_t requested) const {
-  int64_t limit = std::min(model_.config().max_position_embeddings, kv_.capacity_tokens());
+  int64_t limit = std::min(runner_.config().max_position_embeddings, kv_.capacity_tokens());
   if (requested > 0) limit = std::min(limit, requested);
   return limit;
 }
@@ -45,7 +45,7 @@ int64_t Generator::context_limit(int64_t requested) const {
 void Generator::check_request(std::span<const int32_t> prompt, const GenerateOptions& opts) const {
   RINFER_CHECK(!prompt.empty(), "the prompt is empty (no tokens, and no BOS to start from)");
   RINFER_CHECK(opts.max_new_tokens >= 0, "--max-new-tokens must be >= 0");
-  const int64_t vocab = model_.config().vocab_size;
+  const int64_t vocab = runner_.config().vocab_size;
   for (int32_t id : prompt)
     RINFER_CHECK(id >= 0 && id < vocab, "token id ", id, " is outside the vocabulary [0, ", vocab, ")");
   const int64_t ctx = context_limit(opts.max_context);
@@ -57,7 +57,7 @@ void Generator::check_request(std::span<const int32_t> prompt, const GenerateOpt
 GenerateResult Generator::generate(std::span<const int32_t> prompt, const GenerateOptions& opts,
                                    const std::function<void(int32_t)>& on_token) {
   check_request(prompt, opts);
-  const int64_t vocab = model_.config().vocab_size;
+  const int64_t vocab = runner_.config().vocab_size;
   const int64_t ctx = context_limit(opts.max_context);
   reset();
   Sampler sampler(opts.sampling);
@@ -80,10 +80,10 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
       kv_.reserve(blocks_, pos);
       const int32_t last = res.output_ids.back();
       BatchItem next{{&last, 1}, pos - 1, blocks_, LogitRows::Last};
-      model_.forward({&next, 1}, kv_, logits_.data());
+      runner_.forward({&next, 1}, logits_.data());
       ++res.n_decode_steps;
     }
-    int32_t id = sampler.sample(logits_.data(), vocab, history);
+    int32_t id = runner_.sample(logits_.data(), sampler, history).id;
     if (step == 0) {
       res.ttft_s = seconds_since(t0);
       t_decode = std::chrono::steady_clock::now();
@@ -104,7 +104,7 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
 
 void Generator::score(std::span<const int32_t> prompt, std::span<const int32_t> forced,
                       std::vector<float>& prompt_logits, std::vector<float>& step_logits) {
-  const int64_t vocab = model_.config().vocab_size;
+  const int64_t vocab = runner_.config().vocab_size;
   const int64_t n = int64_t(prompt.size());
   RINFER_CHECK(n > 0, "score: empty prompt");
   RINFER_CHECK(n + int64_t(forced.size()) <= context_limit(), "score: sequence longer than the context");
@@ -115,7 +115,7 @@ void Generator::score(std::span<const int32_t> prompt, std::span<const int32_t> 
   for (size_t i = 0; i < forced.size(); ++i) {
     kv_.reserve(blocks_, n + int64_t(i) + 1);
     BatchItem next{forced.subspan(i, 1), n + int64_t(i), blocks_, LogitRows::Last};
-    model_.forward({&next, 1}, kv_, step_logits.data() + i * size_t(vocab));
+    runner_.forward({&next, 1}, step_logits.data() + i * size_t(vocab));
   }
   reset();
 }

@@ -1,8 +1,8 @@
 #pragma once
 // Generator: one sequence from prompt to stop — prefill the prompt in chunks
 // of at most prefill_chunk tokens, then decode one token per step, sampling
-// each. Used by `rinfer run`, `validate` and `bench`; the serving engine
-// drives Model::forward itself (with its own token budget per step).
+// each, through the model runner. Used by `rinfer run`, `validate` and
+// `bench`; the serving engine is the runner's other client.
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -11,6 +11,7 @@
 
 #include "model/model.h"
 #include "runtime/kv_cache.h"
+#include "runtime/model_runner.h"
 #include "runtime/sampler.h"
 
 namespace rinfer {
@@ -33,7 +34,7 @@ struct GenerateResult {
 
 class Generator {
  public:
-  Generator(Model& model, KVCache& kv);
+  explicit Generator(ModelRunner& runner);
   ~Generator();
 
   // Largest prompt + output length usable with this model and cache.
@@ -70,7 +71,7 @@ class Generator {
   // or of every token when all_logits ([n, vocab]).
   void prefill(std::span<const int32_t> tokens, bool all_logits, float* logits);
   int64_t prefill_chunk_ = kDefaultPrefillChunk;
-  Model& model_;
+  ModelRunner& runner_;
   KVCache& kv_;
   std::vector<int32_t> blocks_;
   std::vector<float> logits_;

@@ -33,6 +33,7 @@ KVCache::KVCache(const KVCacheShape& shape, const KVCacheOptions& opts) : shape_
   }
   free_.reserve(opts.n_blocks);
   for (int64_t b = opts.n_blocks - 1; b >= 0; --b) free_.push_back(int32_t(b));
+  for (int64_t l = 0; l < shape.n_layers; ++l) layers_.push_back(make_layer(l));
 }
 
 size_t KVCache::bytes_per_token() const {
@@ -43,8 +44,8 @@ size_t KVCache::bytes_per_token() const {
   return n;
 }
 
-kernels::cpu::PagedKV KVCache::layer(int64_t l) {
-  kernels::cpu::PagedKV kv;
+PagedKV KVCache::make_layer(int64_t l) {
+  PagedKV kv;
   auto* base = storage_.as<uint8_t>() + size_t(l) * (k_bytes_ + v_bytes_);
   kv.k = base;
   kv.v = v_bytes_ ? base + k_bytes_ : nullptr;

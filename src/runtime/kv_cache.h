@@ -1,6 +1,6 @@
 #pragma once
 // Paged KV cache: one preallocated pool of fixed-size blocks per layer (K and
-// V separately), laid out head-major as kernels::cpu::PagedKV describes
+// V separately), laid out head-major as PagedKV (core/paged_kv.h) describes
 // ([n_kv_heads][n_blocks][block_size][head_dim]). A sequence
 // owns a list of block ids (its block table); blocks are handed out and
 // returned by a free list, so sequences of any length share one pool and
@@ -10,18 +10,10 @@
 
 #include "core/buffer.h"
 #include "core/dtype.h"
-#include "kernels/cpu/ops.h"
+#include "core/paged_kv.h"
+#include "model/model.h"
 
 namespace rinfer {
-
-struct KVCacheShape {
-  int64_t n_layers = 0;
-  int64_t n_kv_heads = 0;
-  int64_t head_dim = 0;
-  // Width of a V head: -1 means head_dim; 0 means no V at all (latent caches
-  // such as DeepSeek's MLA, where the values are read from the K rows).
-  int64_t v_head_dim = -1;
-};
 
 struct KVCacheOptions {
   int block_size = 16;
@@ -33,7 +25,9 @@ class KVCache {
  public:
   KVCache(const KVCacheShape& shape, const KVCacheOptions& opts);
 
-  kernels::cpu::PagedKV layer(int64_t l);
+  const PagedKV& layer(int64_t l) const { return layers_.at(size_t(l)); }
+  // Every layer's pools, as a forward pass reads them.
+  KvView view() const { return {layers_, opts_.block_size}; }
   int block_size() const { return opts_.block_size; }
   int64_t n_blocks() const { return opts_.n_blocks; }
   int64_t n_free_blocks() const { return int64_t(free_.size()); }
@@ -65,6 +59,8 @@ class KVCache {
   size_t k_scale_floats_ = 0, v_scale_floats_ = 0;  // I8: scales per layer for K and V
   Buffer scales_;
   std::vector<int32_t> free_;
+  std::vector<PagedKV> layers_;
+  PagedKV make_layer(int64_t l);
 };
 
 }  // namespace rinfer

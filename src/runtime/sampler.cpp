@@ -7,7 +7,7 @@
 #include <numeric>
 
 #include "core/error.h"
-#include "kernels/cpu/ops.h"
+#include "ops/ops.h"
 
 namespace rinfer {
 
@@ -33,7 +33,7 @@ double Sampler::uniform() {
 
 // The kernel, not a scalar loop: over qwen2.5's 151936 logits, as the output
 // layer leaves them, the loop took 46 µs a token and the kernel 25 (2 threads).
-int32_t Sampler::argmax(const float* logits, int64_t n) { return int32_t(kernels::cpu::argmax(logits, n)); }
+int32_t Sampler::argmax(const float* logits, int64_t n) { return int32_t(ops::argmax(logits, n)); }
 
 int32_t Sampler::sample(float* logits, int64_t n, std::span<const int32_t> history) {
   if (p_.repetition_penalty != 1.0f) {
@@ -67,7 +67,7 @@ int32_t Sampler::sample(float* logits, int64_t n, std::span<const int32_t> histo
   // sum in double; over a 150k vocabulary the scalar double exponentials
   // took 1.1 ms a token, and a scalar loop of divisions 0.19).
   probs_.resize(size_t(n));
-  kernels::cpu::softmax_tempered(logits, n, p_.temperature, probs_.data());
+  ops::softmax_tempered(logits, n, p_.temperature, probs_.data());
   const double u = uniform();
   if (p_.top_p >= 1.0f) return int32_t(walk(probs_.data(), n, u));  // in id order: no sort at all
   return top_p_draw(probs_.data(), n, u);

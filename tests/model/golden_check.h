@@ -7,7 +7,7 @@
 
 #include "core/thread_pool.h"
 #include "runtime/generator.h"
-#include "runtime/model_loader.h"
+#include "loading/model_loader.h"
 #include "test_util.h"
 
 namespace rinfer::test {
@@ -31,7 +31,8 @@ inline void expect_matches_golden(const std::filesystem::path& model_dir, const 
   // Take some blocks first so the sequence's blocks are not 0, 1, 2, ...
   std::vector<int32_t> hold;
   kv.reserve(hold, 12);
-  Generator gen(*lm.model, kv);
+  ModelRunner runner(*lm.model, kv, pool);
+  Generator gen(runner);
   for (const auto& p : manifest["prompts"]) {
     SCOPED_TRACE(p["name"].get<std::string>());
     const auto ids = p["ids"].get<std::vector<int32_t>>();

@@ -19,7 +19,7 @@
 #include "convert/synth.h"
 #include "core/thread_pool.h"
 #include "runtime/generator.h"
-#include "runtime/model_loader.h"
+#include "loading/model_loader.h"
 #include "test_util.h"
 
 namespace rinfer {
@@ -91,7 +91,8 @@ Comparison compare_with_rinfer(const fs::path& model_dir, const std::vector<int3
   KVCache kv(lm.model->kv_shape(), ko);
   std::vector<int32_t> hold;
   kv.reserve(hold, 5);  // the sequence's blocks are then not 0, 1, 2, ...
-  Generator gen(*lm.model, kv);
+  ModelRunner runner(*lm.model, kv, pool);
+  Generator gen(runner);
   std::vector<float> prompt_logits, step_logits;
   gen.score(std::span<const int32_t>(ids.data(), n_prompt),
             std::span<const int32_t>(ids.data() + n_prompt, ids.size() - n_prompt), prompt_logits, step_logits);

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "kernels/cpu/ops.h"
 #include "model/layers.h"
 
 namespace rinfer {

@@ -6,7 +6,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "runtime/generator.h"
-#include "runtime/model_loader.h"
+#include "loading/model_loader.h"
 #include "test_util.h"
 
 namespace rinfer {
@@ -21,16 +21,18 @@ class Stories : public ::testing::Test {
     ko.n_blocks = 32;  // 512 positions
     ko.dtype = DType::F32;
     kv_ = std::make_unique<KVCache>(lm_.model->kv_shape(), ko);
+    runner_ = std::make_unique<ModelRunner>(*lm_.model, *kv_, *pool_);
   }
   std::unique_ptr<ThreadPool> pool_;
   LoadedModel lm_;
   std::unique_ptr<KVCache> kv_;
+  std::unique_ptr<ModelRunner> runner_;
 };
 
 TEST_F(Stories, GreedyMatchesRunC) {
   const auto ref = test::read_json(test::testdata("stories260K/reference/greedy_runc.json"));
   ASSERT_EQ(ref["cases"].size(), 10u);
-  Generator gen(*lm_.model, *kv_);
+  Generator gen(*runner_);
   for (const auto& c : ref["cases"]) {
     SCOPED_TRACE(c["name"].get<std::string>());
     auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
@@ -52,7 +54,7 @@ TEST_F(Stories, GreedyMatchesRunC) {
 TEST_F(Stories, LogitsMatchRunC) {
   const auto dir = test::testdata("stories260K/reference/logits");
   int files = 0;
-  Generator gen(*lm_.model, *kv_);
+  Generator gen(*runner_);
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     if (entry.path().extension() != ".json") continue;
     ++files;
@@ -86,7 +88,7 @@ TEST_F(Stories, LogitsMatchRunC) {
 TEST_F(Stories, PrefillEqualsTokenByToken) {
   // The whole-prompt pass and one-token-at-a-time decoding give the same logits.
   const std::vector<int32_t> ids = {1, 403, 407, 261, 378, 426, 429, 270, 283, 265, 281, 329, 292, 265, 444, 30};
-  Generator gen(*lm_.model, *kv_);
+  Generator gen(*runner_);
   std::vector<float> batch, none, first, steps;
   gen.score(ids, {}, batch, none);
   gen.score(std::span<const int32_t>(ids.data(), 1), std::span<const int32_t>(ids.data() + 1, ids.size() - 1), first,
@@ -108,7 +110,7 @@ TEST_F(Stories, ChunkedPrefillEqualsWholePrompt) {
   // ones before it) gives the whole-prompt pass's logits for every position,
   // and the same greedy continuation.
   const std::vector<int32_t> ids = {1, 403, 407, 261, 378, 426, 429, 270, 283, 265, 281, 329, 292, 265, 444, 30};
-  Generator gen(*lm_.model, *kv_);
+  Generator gen(*runner_);
   EXPECT_EQ(gen.prefill_chunk(), Generator::kDefaultPrefillChunk);
   std::vector<float> whole, chunked, none;
   gen.set_prefill_chunk(0);

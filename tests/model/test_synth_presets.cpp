@@ -7,7 +7,7 @@
 #include "convert/hf_checkpoint.h"
 #include "convert/synth.h"
 #include "runtime/generator.h"
-#include "runtime/model_loader.h"
+#include "loading/model_loader.h"
 #include "test_util.h"
 
 namespace rinfer {
@@ -38,7 +38,8 @@ TEST(SynthPresets, MiniDeepSeekV3RunsFromHfDirectory) {
   KVCache kv(lm.model->kv_shape(), ko);
   // MLA caches one latent row per token: (kv_lora + rope) values per layer.
   EXPECT_EQ(kv.bytes_per_token(), size_t(4 * (64 + 16) * 2));
-  Generator gen(*lm.model, kv);
+  ModelRunner runner(*lm.model, kv, pool);
+  Generator gen(runner);
   GenerateOptions go;
   go.max_new_tokens = 4;
   go.sampling.temperature = 0;

@@ -1,3 +1,4 @@
+#include "kernels/cpu/ops.h"
 #include "runtime/kv_cache.h"
 
 #include <gtest/gtest.h>

@@ -11,7 +11,7 @@
 
 #include "core/thread_pool.h"
 #include "runtime/engine.h"
-#include "runtime/model_loader.h"
+#include "loading/model_loader.h"
 #include "server/http_server.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
@@ -37,7 +37,8 @@ class TestServer {
     ko.dtype = lm_.dtype;
     kv_ = std::make_unique<KVCache>(lm_.model->kv_shape(), ko);
     tokenizer_ = Tokenizer::load(stories_dir());
-    engine_ = std::make_unique<Engine>(*lm_.model, *kv_, o.engine);
+    runner_ = std::make_unique<ModelRunner>(*lm_.model, *kv_, *pool_);
+    engine_ = std::make_unique<Engine>(*runner_, o.engine);
     o.http.port = 0;
     o.http.host = "127.0.0.1";
     o.http.model_name = "stories260K";
@@ -102,6 +103,7 @@ class TestServer {
   std::unique_ptr<ThreadPool> pool_;
   LoadedModel lm_;
   std::unique_ptr<KVCache> kv_;
+  std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<server::HttpServer> http_;

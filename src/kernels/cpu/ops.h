@@ -7,6 +7,9 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "core/paged_kv.h"
+#include "core/quantized_weight.h"
+#include "core/rope_style.h"
 #include "core/thread_pool.h"
 
 namespace rinfer::kernels::cpu {
@@ -92,10 +95,7 @@ const char* matmul_path(int64_t M, DType wdt);
 // y = x / sqrt(mean(x^2) + eps) * weight, one row of n values (y may alias x).
 void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* y);
 
-enum class RopeStyle {
-  RotateHalf,   // pairs (i, i + rot_dim/2): HF LLaMA, Qwen, Mistral, Baichuan-7B
-  Interleaved,  // pairs (2i, 2i + 1): GLM, DeepSeek MLA rope part, llama2.c/Meta layout
-};
+using RopeStyle = rinfer::RopeStyle;  // core/rope_style.h
 // Rotate, in place, the first rot_dim values of each of n_heads heads of
 // head_dim values (stride head_dim) by angle pos * inv_freq[i], i < rot_dim/2;
 // cos and sin are multiplied by mscale (1 except for YaRN).
@@ -126,52 +126,8 @@ void softmax_tempered(const float* logits, int64_t n, float temperature, float* 
 // n >= 1, n < 2^31.
 int64_t argmax(const float* x, int64_t n);
 
-// The paged KV cache of one layer, as attention reads it: a pool of n_blocks
-// blocks of block_size token slots, for K and for V. A sequence owns the
-// blocks listed in its block table, in order; slot s = block * block_size +
-// offset holds one token. The pools are head-major: head h of slot s is row
-// (h * n_blocks + block) * block_size + offset of head_dim values of `dtype`
-// (F32, F16, BF16 or I8), i.e. [n_kv_heads][n_blocks][block_size][head_dim].
-// Attention runs one K/V head per task, so it streams one head's rows; with
-// the heads outermost a sequence whose blocks are in order (as a fresh
-// engine hands them out) is one contiguous run per head, which the hardware
-// prefetchers follow. The two layouts before cost: token-major blocks put a
-// head's rows at a stride of n_kv_heads * head_dim (decode attention at
-// 512-1100 tokens took ~20 % of a TinyLlama int4 token), and head-major
-// blocks ([n_blocks][n_kv_heads][block_size][head_dim]) left the other
-// heads' parts between a head's 1 KB INT8 parts, which the prefetchers did
-// not follow (docs/performance.md).
-//
-// I8 (INT8 KV cache): symmetric per-token, per-head quantization. Values are
-// int8 in [-127, 127] in the same layout, and k_scale / v_scale hold one f32
-// per row, at the row's index (the scale pools have n_blocks * block_size *
-// n_kv_heads floats). The value is q * scale with scale = max|x| / 127 over
-// the head's head_dim values (quantization error <= scale / 2). Bytes per
-// token and head: head_dim + 4 (vs 2 * head_dim for F16/BF16). Unused for
-// other dtypes.
-struct PagedKV {
-  void* k = nullptr;
-  void* v = nullptr;
-  DType dtype = DType::F32;
-  int block_size = 16;
-  int n_kv_heads = 0;
-  int head_dim = 0;
-  float* k_scale = nullptr;  // I8 only: one per row
-  float* v_scale = nullptr;  // I8 only: one per row
-  int64_t n_blocks = 0;      // blocks in the pool (the row stride between heads is n_blocks * block_size)
-};
-
-// First row of head `head`'s part of pool block `block`; its block_size rows
-// (and, for I8, their scales) follow one another. (Static: each file, the
-// SIMD-flagged ones included, gets its own copy, so the linker cannot hand a
-// scalar caller code built with -mavx512f; kernels/cpu/impl.h.)
-static inline int64_t kv_block_row(const PagedKV& kv, int64_t block, int head) {
-  return (int64_t(head) * kv.n_blocks + block) * kv.block_size;
-}
-// The row of head `head` of slot `slot`.
-static inline int64_t kv_slot_row(const PagedKV& kv, int64_t slot, int head) {
-  return kv_block_row(kv, slot / kv.block_size, head) + slot % kv.block_size;
-}
+// PagedKV (core/paged_kv.h): the paged KV cache of one layer, as attention reads it.
+using rinfer::PagedKV;
 
 // One query head attending over the first n_ctx cached positions of a sequence
 // (reference::attention_head is the definition every kernel is tested against; on AVX-512 this is one row of
@@ -252,23 +208,10 @@ void store_kv(const PagedKV& kv, int64_t slot, const float* k, const float* v);
 // addresses both layouts.
 // Requirements: group_size in {32, 64, 128}, K % group_size == 0, data and
 // scales 64-byte aligned for best speed (any alignment works).
-enum class QuantType : uint8_t { Q8, Q4 };
+using rinfer::QuantType;  // core/quantized_weight.h
 const char* quant_type_name(QuantType t);  // "q8" / "q4"
 
-struct QuantizedWeight {
-  QuantType type = QuantType::Q8;
-  int64_t N = 0, K = 0;
-  int64_t group_size = 32;
-  DType scale_dtype = DType::F16;  // F16 or F32
-  const void* data = nullptr;      // quant_data_bytes(type, N, K) bytes, layout above
-                                   // (interleaved: quant_interleaved_bytes(...))
-  const void* scales = nullptr;    // quant_scale_bytes(N, K, group_size, scale_dtype) bytes (unused when interleaved)
-  bool interleaved = false;        // the scales are inside data (see above)
-  // Reserved for asymmetric (GPTQ/AWQ-style) per-group zero points, same
-  // [Np/16][K/group_size][16] indexing as scales. Must be nullptr for now: the
-  // zero point is then the fixed offset 128 (Q8) / 8 (Q4).
-  const void* zeros = nullptr;
-};
+using rinfer::QuantizedWeight;  // core/quantized_weight.h
 
 bool quant_group_size_supported(int64_t group_size);  // 32, 64 or 128
 int64_t quant_padded_rows(int64_t N);                  // round_up(N, 16)

@@ -8,6 +8,7 @@
 
 #include "convert/model_dir.h"
 #include "model/model.h"
+#include "model/shard.h"
 
 namespace rinfer {
 
@@ -15,10 +16,14 @@ struct LoadOptions {
   std::optional<DType> dtype;  // HF directories only; default: the checkpoint's own dtype
   // HF directories only: quantize matrices in memory (dtype is then the float
   // dtype of the rest, default bf16) with this group size (0: default).
-  std::optional<kernels::cpu::QuantType> quant;
+  std::optional<QuantType> quant;
   int64_t group_size = 0;
-  std::optional<kernels::cpu::QuantType> lm_head_quant;  // HF directories only: ConvertOptions::lm_head_quant
+  std::optional<QuantType> lm_head_quant;  // HF directories only: ConvertOptions::lm_head_quant
   WeightLoadMode mode = WeightLoadMode::Copy;
+  // Which part of the model to build (tensor parallel; default: all of it).
+  // A model directory is then mapped, whatever `mode` says, so that a rank
+  // reads only its shard's bytes.
+  Shard shard;
 };
 
 struct LoadedModel {
@@ -26,7 +31,7 @@ struct LoadedModel {
   std::string name;          // directory name, for reports
   bool from_hf = false;
   DType dtype = DType::F32;  // dtype of the (unquantized) weight matrices and embeddings
-  std::optional<kernels::cpu::QuantType> quant;  // quantized matrices (int8 / int4)
+  std::optional<QuantType> quant;  // quantized matrices (int8 / int4)
   int64_t group_size = 0;                        // their (largest) group size
   std::string weight_format() const;             // "int8", "int4", or the dtype's name
   ModelConfig config;

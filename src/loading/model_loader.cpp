@@ -1,4 +1,4 @@
-#include "runtime/model_loader.h"
+#include "loading/model_loader.h"
 
 #include <filesystem>
 
@@ -23,7 +23,9 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts, ThreadP
     RINFER_CHECK(!opts.dtype.has_value() && !opts.quant.has_value() && !opts.lm_head_quant.has_value(),
                  "--dtype applies to Hugging Face directories; ", path,
                  " is already converted (convert again to change it)");
-    ModelDir md = load_model_dir(path, opts.mode);
+    // A shard maps the files: its layers then read only their rows (and copy
+    // only their columns), not the whole model.
+    ModelDir md = load_model_dir(path, opts.shard.whole() ? opts.mode : WeightLoadMode::Mmap);
     lm.config = md.config;
     lm.dtype = md.dtype;
     lm.quant = md.quant;
@@ -50,7 +52,7 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts, ThreadP
     fail(path, " is neither a rinfer model (", kModelDescFile,
          ") nor a Hugging Face checkpoint (config.json)");
   }
-  lm.model = find_architecture(lm.config.architecture).create(lm.config, *lm.weights, pool);
+  lm.model = find_architecture(lm.config.architecture).create(lm.config, *lm.weights, opts.shard);
   return lm;
 }
 

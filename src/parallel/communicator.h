@@ -1,0 +1,38 @@
+#pragma once
+// Communicator: how the ranks of one model exchange activations. A layer
+// that holds a shard (row-parallel linears, vocab-parallel embedding and
+// output layer) calls it through the forward context; it never knows who
+// launched the ranks. SingleProcess is the world of one: every collective is
+// the identity, so a model built for world 1 computes exactly what it did
+// without one.
+#include <cstdint>
+#include <span>
+
+namespace rinfer {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int world() const = 0;
+  // data[i] = sum over ranks of data[i], on every rank (n floats each).
+  virtual void all_reduce_sum(float* data, int64_t n) = 0;
+  // Rows of shards, gathered: every rank sends `rows` rows of counts[rank]
+  // floats (row-major, stride counts[rank]); recv gets `rows` rows of
+  // sum(counts) floats, rank r's part at column offset sum(counts[0..r)).
+  virtual void all_gather_columns(const float* send, int64_t rows, std::span<const int64_t> counts,
+                                  float* recv) = 0;
+};
+
+class SingleProcess final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int world() const override { return 1; }
+  void all_reduce_sum(float*, int64_t) override {}
+  void all_gather_columns(const float* send, int64_t rows, std::span<const int64_t> counts, float* recv) override;
+};
+
+// The communicator of a world of one, shared by every single-process model.
+Communicator& single_process();
+
+}  // namespace rinfer

@@ -1,0 +1,61 @@
+#pragma once
+// ModelRunner: the one place a model runs. It holds the model, its KV cache,
+// the threads and the communicator of the ranks, runs batches through
+// Model::forward, and turns a row of logits into a sampled token (with its
+// logprobs). Generator (run, validate, bench) and Engine (serve) are its
+// clients; a worker rank of a parallel model will run only a model runner.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "model/model.h"
+#include "runtime/kv_cache.h"
+#include "runtime/sampler.h"
+
+namespace rinfer {
+
+class Communicator;
+
+struct TokenLogprob {
+  int32_t id = 0;
+  float logprob = 0;
+};
+
+struct SampledToken {
+  int32_t id = -1;
+  float logprob = 0;                // of id under the model's distribution (before sampling transforms), when asked
+  std::vector<TokenLogprob> top;    // the most likely tokens, when asked
+};
+
+class ModelRunner {
+ public:
+  // model and kv (made for model.kv_shape()) must outlive the runner; comm
+  // null: a world of one.
+  ModelRunner(Model& model, KVCache& kv, ThreadPool& pool, Communicator* comm = nullptr);
+
+  const ModelConfig& config() const { return model_.config(); }
+  int64_t vocab_size() const { return model_.config().vocab_size; }
+  Model& model() { return model_; }
+  KVCache& kv() { return kv_; }
+  const KVCache& kv() const { return kv_; }
+
+  // Runs the batch: its tokens' K/V into the cache, Model::logit_rows(batch)
+  // rows of logits into `logits` (in batch order).
+  void forward(std::span<const BatchItem> batch, float* logits);
+
+  // The next token from one row of logits (modified in place by the
+  // sampler). top_logprobs >= 0: also the token's logprob and the k most
+  // likely tokens' (ties to the lower id), from the logits as the model gave
+  // them.
+  SampledToken sample(float* logits, Sampler& sampler, std::span<const int32_t> history, int top_logprobs = -1);
+
+ private:
+  Model& model_;
+  KVCache& kv_;
+  RunContext run_;
+  std::vector<float> scratch_;
+  std::vector<int32_t> idx_;
+};
+
+}  // namespace rinfer
