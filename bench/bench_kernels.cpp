@@ -45,6 +45,7 @@
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/ops.h"
+#include "perf/decode_tuning.h"
 #include "read_probe.h"
 
 namespace kc = rinfer::kernels::cpu;
@@ -624,6 +625,7 @@ void register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  rinfer::perf::apply_decode_tuning();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   register_all();

@@ -17,7 +17,7 @@
 
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
-#include "kernels/cpu/roofline.h"
+#include "perf/roofline.h"
 #include "read_probe.h"
 
 int main(int argc, char** argv) {
@@ -38,8 +38,8 @@ int main(int argc, char** argv) {
     *target = std::atoi(argv[++i]);
   }
   rinfer::ThreadPool pool(threads);
-  rinfer::kernels::cpu::ReadProbe step(pool, size_t(step_mb) << 20, 1);
-  rinfer::kernels::cpu::ReadProbe probe(pool, size_t(slice_mb) << 20, 4);  // as bench's --bw-probe steps
+  rinfer::perf::ReadProbe step(pool, size_t(step_mb) << 20, 1);
+  rinfer::perf::ReadProbe probe(pool, size_t(slice_mb) << 20, 4);  // as bench's --bw-probe steps
   std::printf("%d threads, %d steps of %d MiB per round, each followed by a %d MiB probe slice\n", threads, steps,
               step_mb, slice_mb);
   // One stream per thread over the step probe's buffer (it is resident and

@@ -12,7 +12,7 @@
 #include "kernels/cpu/impl.h"
 #include "kernels/cpu/owned_ranges.h"
 #include "kernels/cpu/prefetch.h"
-#include "kernels/cpu/prefetch_tuning.h"
+#include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/qgemv_dispatch.h"
 #include "kernels/cpu/quant_layout.h"
 
@@ -1532,7 +1532,7 @@ struct QGemvA8Ctx {
   // avx512's QGemvA8Ctx::prefetch; neutral here: 1 thread 1.02 / 0.96 of a
   // plain read with it, 0.98 / 0.97 without). Weights: see qgemv_a8_block.
   bool prefetch;
-  const DecodePrefetch* pf;  // distances (prefetch_tuning.h)
+  const DecodePrefetch* pf;  // distances (perf/decode_tuning.h)
 };
 
 // Software prefetches: prefetch_l2 and prefetch_line (kernels/cpu/prefetch.h).

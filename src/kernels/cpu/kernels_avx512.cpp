@@ -32,7 +32,7 @@
 #include "kernels/cpu/impl.h"
 #include "kernels/cpu/owned_ranges.h"
 #include "kernels/cpu/prefetch.h"
-#include "kernels/cpu/prefetch_tuning.h"
+#include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/qgemv_dispatch.h"
 #include "kernels/cpu/quant_layout.h"
 

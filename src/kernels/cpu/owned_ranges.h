@@ -77,10 +77,10 @@ struct OwnedRanges {
   // bf16 45.6 -> 52.1 (plain reads 49); 1 thread q4 22.3 -> 28.4, bf16 23.4
   // -> 26.4 (plain 25-27). Q8, whose loop is the lightest, read 56.0 either
   // way on 2 threads and 28.5 -> 31.1 on 1, but 67.8 -> 60.7 on 2 in a fast
-  // phase of another run. Four streams: bench's read probe (roofline.h)
+  // phase of another run. Four streams: bench's read probe (perf/roofline.h)
   // reads 10-33 % more with four than with one. How many streams each GEMV
   // reads on each CPU, and what four measured: DecodePrefetch::*_streams
-  // (prefetch_tuning.cpp).
+  // (perf/decode_tuning.cpp).
   template <int S, typename FS, typename F1>
   void work_streams(int self, FS&& fs, F1&& f1) {
     const int n_groups = n_ranges / S;

@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-namespace rinfer::kernels::cpu::avxvnni {
+namespace rinfer::perf::avxvnni {
 
 double peak_loop_int8(int64_t iters) {
   __m256i c0 = _mm256_set1_epi32(0), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0, c8 = c0, c9 = c0,
@@ -38,4 +38,4 @@ double peak_loop_int8(int64_t iters) {
 // Multiply-adds one peak_loop_int8 iteration performs.
 int64_t peak_loop_int8_macs() { return 12 * 32; }
 
-}  // namespace rinfer::kernels::cpu::avxvnni
+}  // namespace rinfer::perf::avxvnni

@@ -10,7 +10,7 @@
 
 #include "core/thread_pool.h"
 
-namespace rinfer::kernels::cpu {
+namespace rinfer::perf {
 
 // The instruction whose register-only throughput bounds a matmul path.
 enum class PeakKind {
@@ -73,4 +73,4 @@ class ReadProbe {
   int n_slices_ = 0, next_ = 0;
 };
 
-}  // namespace rinfer::kernels::cpu
+}  // namespace rinfer::perf
