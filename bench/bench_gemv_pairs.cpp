@@ -32,7 +32,7 @@
 //   --k / --n: the weight's shape (K a multiple of 128, N of 16), e.g.
 //     --n 32000 for TinyLlama's output layer.
 //   --profile (repeatable): run every kernel once per decode prefetch spec
-//     (prefetch_tuning.h, e.g. zen5 and zen5:q4_streams=1), interleaved in
+//     (perf/decode_tuning.h, e.g. zen5 and zen5:q4_streams=1), interleaved in
 //     each round, so that two settings are compared in the same windows.
 #include <immintrin.h>
 

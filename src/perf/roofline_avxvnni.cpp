@@ -1,11 +1,10 @@
 // AVX-VNNI probe for roofline.cpp: the int8 dot-product peak on ymm
-// registers, what the AVX2 level's int8 prefill GEMM (kernels_avxvnni.cpp)
+// registers, what the AVX2 level's int8 prefill GEMM (qgemm_avxvnni.cpp)
 // runs on. Own file: compiled with -mavxvnni.
 //
 // The loop is inline assembly: GCC 12 compiles a loop of 12 chains of
 // _mm256_dpbusd_avx_epi32 with register copies and stores between the
-// instructions, and the probe then read about 225 GOP/s per Zen 5 core
-// where 12 plain {vex} vpdpbusd chains read about 400.
+// instructions, which then bound the probe instead of the instruction.
 #include <immintrin.h>
 
 #include <cstdint>

@@ -99,10 +99,6 @@ void attention_t(const float* q, const PagedKV& kv, int kv_head, const int32_t* 
 // then read, instead of every row loading and converting the cache itself
 // (attention_t). Scores of all rows are kept ([row][n_ctx]) between the
 // passes. Pairs of rows of one context length share each load.
-// Against the row-by-row version (tinyllama int4, RINFER_ISA=avx2, 512-token
-// context, both behind a switch flipped every decode step): attention per
-// layer 277 -> 203 us on 1 thread, 165 -> 121 us on 2; bench_kernels
-// attention/bf16/32q4kv_hd64/ctx512/rows/avx2 160 -> 129 us (cold: 202 -> 175).
 constexpr int64_t kAttnChunkFloats = 4096;  // 16 KiB: whole cache blocks, L1-resident
 
 template <DType T>
@@ -268,10 +264,7 @@ void attention_rows_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv
 // t, O^T[d][lane] = V_t[d] (broadcast) * P^T[t][lane] summed over t. One FMA
 // per key and dimension for 8 rows, where the row path spends hd / 8 FMAs
 // per key and row plus horizontal sums. A decode step's GQA group of 6 to 8
-// heads is one tile too: `bench_kernels` attention/bf16/32q4kv_hd64/ctx512/
-// rows/avx2 (groups of 8) took 133 µs on the row path and 75 in lanes, 199
-// and 127 from memory; decode steps in turn, RINFER_ISA=avx2, 2 threads:
-// the row path 0.991 (qwen2.5-0.5b int4) and 0.984 (tinyllama int4) of this.
+// heads is one tile too (faster in lanes than on the row path).
 constexpr int kLaneRows = 8;
 constexpr int kLaneMinRows = 6;  // a call, or a last tile, of fewer rows takes the row path
 constexpr int kMaxLaneTiles = 16;  // tiles per attention_lanes_t call (128 rows)

@@ -253,15 +253,10 @@ void row_values_all(const float* const* p, const float* vf, int hd, int64_t nt, 
 }
 
 // Keys per widened chunk: 16 KiB of f32, whole cache blocks, so that every
-// row reads it from L1 (64 KiB chunks in L2: ctx-512 bench 117 us; 16 KiB:
-// 102-104 us).
+// row reads it from L1 (larger chunks in L2 are slower).
 constexpr int64_t kAttnChunkFloats = 4096;
-// How far ahead attention_rows prefetches cache blocks, into L2. Measured on
-// bench_kernels attention/cold (1 thread, K/V from memory each call), bf16:
-// 32q4kv hd64 ctx512 114-120 us without a working prefetch, 82-94 us with
-// 16 KB into L2 (hot cache: 71-78 us); 16q16kv hd128 513-536 -> 375-407 us.
-// Into L1 (prefetcht0) it was no faster than none (the widened chunk and the
-// prefetched lines evict each other); 8, 32 and 64 KB ahead measured alike.
+// How far ahead attention_rows prefetches cache blocks, into L2 (into L1
+// the widened chunk and the prefetched lines evict each other).
 constexpr int64_t kAttnPrefetchBytes = 16384;
 
 // First cache row of kv_head in block b of a sequence (PagedKV: the head's
@@ -405,14 +400,12 @@ void attention_rows_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv
 // f32, and each q and each softmax probability enters as the sum of two
 // BF16 numbers, hi = bf16(x) and lo = bf16(x - hi) (x - hi - lo is at most
 // 2^-18 |x|, so the results are the f32 path's within f32-level bounds and
-// the golden logits do not move; q and p as one BF16 each moved them by up
-// to 0.01, docs/performance.md). A score is hd / 16 vdpbf16ps per key (hi
-// and lo halves); the value sums take keys in pairs (V rows t and t + 1
-// interleaved in registers with vpunpck[lh]wd, once for all rows of a
-// group), 4 hd / 32 vdpbf16ps per pair of keys and row. Against the f32 path
-// this drops the widening of every block and half the loads; bench_kernels
-// attention/cold/bf16 32q4kv_hd64/ctx512/rows 86-95 -> 70-74 us,
-// 16q16kv_hd128 385-442 -> 223-224 us.
+// the golden logits do not move, where q and p as one BF16 each would move
+// them). A score is hd / 16 vdpbf16ps per key (hi and lo halves); the value
+// sums take keys in pairs (V rows t and t + 1 interleaved in registers with
+// vpunpck[lh]wd, once for all rows of a group), 4 hd / 32 vdpbf16ps per pair
+// of keys and row. Against the f32 path this drops the widening of every
+// block and half the loads.
 //
 // Rows are taken in groups of up to 3 of one context length for the scores
 // (each K load feeds all of them) and of RV for the values, the rows left
@@ -421,11 +414,7 @@ void attention_rows_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv
 // chains); the head's blocks are walked in order, K then V, and the first
 // group prefetches kAttnPrefetchBytes ahead into L2 (the other rows find the
 // blocks there). The softmax's exponentials go straight to BF16 hi / lo and
-// the value sums are scaled by 1 / sum at the end. Against pairs of rows,
-// single left-over rows and a separate softmax (bench_kernels, binaries in
-// turn, 6 rounds, best of 5 each): attention/cold/bf16/14q2kv_hd64/ctx512
-// 35.6 -> 33.6 us (faster in 6 of 6), 16q16kv_hd128 263 -> 240 us,
-// 32q4kv_hd64 alike (8 rows: groups 3 + 3 + 2 and 4 + 4).
+// the value sums are scaled by 1 / sum at the end.
 inline __m512 bf16_to_f32(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
 
 // 32 floats x[0 .. 32) as hi + lo, each 32 BF16 in order.
@@ -553,8 +542,7 @@ void attention_rows_bf16dot(const AttnRow* rows, int n_rows, const PagedKV& kv, 
   }
   // Scores, group by group, each over all its blocks; the first group
   // prefetches the blocks ahead (K, then the first of V), the others find K
-  // in L2. (Walking the blocks once with every group on each block, K read
-  // from memory once, measured slower: bench_kernels attention/cold.)
+  // in L2 (faster than walking the blocks once with every group on each).
   auto group_scores = [&]<int R>(int r0) {
     const int64_t n_ctx = rows[r0].n_ctx;
     float slopes[R];
@@ -674,11 +662,11 @@ bool attention_rows_bf16dot_any(const AttnRow* rows, int n_rows, const PagedKV& 
 // tiles of 16 rows, one row per lane of a vector, so that nothing is summed
 // across lanes. Scores S^T[t][lane] = K_t[d] (broadcast) * Q^T[d][lane]
 // summed over d: one FMA per key and dimension for all 16 rows, where the
-// row path spends hd/16 FMAs per key and row plus horizontal sums (about 55 %
-// of the FMA peak). The softmax is per lane (max and sum run down t), and
-// O^T[d][lane] = V_t[d] (broadcast) * P^T[t][lane] summed over t likewise.
-// A tile costs hd FMAs per key whatever its row count, so fewer than
-// kLaneMinRows rows (decode: one token's group of heads) take the row path.
+// row path spends hd/16 FMAs per key and row plus horizontal sums. The
+// softmax is per lane (max and sum run down t), and O^T[d][lane] = V_t[d]
+// (broadcast) * P^T[t][lane] summed over t likewise. A tile costs hd FMAs
+// per key whatever its row count, so fewer than kLaneMinRows rows (decode:
+// one token's group of heads) take the row path.
 constexpr int kLaneRows = 16;
 constexpr int kLaneMinRows = 12;
 constexpr int kMaxLaneTiles = 8;  // tiles per attention_lanes_t call (128 rows)

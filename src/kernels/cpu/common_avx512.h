@@ -138,20 +138,11 @@ inline __m512 silu_mul16(__m512 g, __m512 u) {
   return _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), u);
 }
 
-// Decode GEMVs on BF16 (blocked) and Q8: one software prefetch into L2 (T2)
-// per kSparsePrefetchLines 64-byte lines, kSparsePrefetch bytes ahead. The
+// Decode GEMVs on BF16 (blocked) and Q8: the T2 prefetch (DecodePrefetch::
+// bf16_t2, q8_t2) is issued once per kSparsePrefetchLines 64-byte lines. The
 // loops do enough work per byte that fewer loads are in flight than in a
-// plain read, and the hardware prefetcher alone falls behind; one prefetch
-// per line is too many (bf16 slower than none: 20.1 -> 17.9-18.5 GB/s on 1
-// thread). Interleaved with a read probe at millisecond granularity
-// (docs/performance.md, medians of 80-250 pairs): bf16 [1536 x 2048] on 1
-// thread 23.6 -> 27.4 GB/s (plain read 27.2), 2 threads 37.5 -> 41.4 (plain
-// 45.2) in the host's fast phase; Q8 g128 [2816 x 2048] 2 threads 38.9 ->
-// 43.9 (another run: 29.6-30.0 -> 33.0-33.1), 1 thread 0.73 -> 0.87 of the
-// plain read. 8 and 16 KB ahead measured alike; 24 KB and one per 8 lines
-// alike for bf16, slower for Q8. (Q4's heavier loop wants one per line:
-// kQ4NtaPrefetch.) All this on Zen 4; Zen 5 reads faster with none
-// (DecodePrefetch, prefetch_tuning.h, holds the distance per CPU).
+// plain read, so the hardware prefetcher alone can fall behind; one prefetch
+// per line is too many.
 constexpr int kSparsePrefetchLines = 4;
 
 // Several weights times the same x (q/k/v, gate/up) in a prefill GEMM: x

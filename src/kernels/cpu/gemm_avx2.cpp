@@ -16,7 +16,7 @@ constexpr int64_t kKCSmallM = 4096;
 constexpr int64_t kNBSmallM = 32;
 
 // ---------------------------------------------------------------- prefill GEMM
-// BLIS-style, as in kernels_avx512.cpp: C[6 x 16] += xpanel[k][6] (broadcast)
+// BLIS-style, as in gemm_avx512.cpp: C[6 x 16] += xpanel[k][6] (broadcast)
 // * wpanel[k][16] (two ymm); 12 accumulators + 2 W + 1 broadcast registers.
 template <int MR>
 void gemm_micro(const float* xp, const float* wp, int64_t kcl, float* c, int64_t ldc, int64_t ncols, bool first,
@@ -165,9 +165,12 @@ void gemm(const MatmulArgs& a, const Runner& runner) {
   runner.run(runner.pool, c.n_ntasks * m_chunks, &gemm_task, &c);
 }
 
-//  - prefill: each task dequantizes its W rows into the f32 [k][16] slivers
-//    of the f32 GEMM above (scale and zero point applied once per weight) and
-//    reuses its micro-kernel.
+// ---------------------------------------------------------------- prefill GEMM, Q8 / Q4 dequantized
+// Where no int8 GEMM runs (Q8 without AVX-VNNI: vpmaddubsw saturates for
+// u8 x s8 Q8 products), each task dequantizes its W rows into the f32
+// [k][16] slivers of the f32 GEMM above (scale and zero point applied once
+// per weight) and reuses its micro-kernel.
+
 // dst[k][16] (k < kcl) = dequantized W[16 b + j, k0 + k]; k0, kcl multiples of 8.
 void pack_q_sliver(const QuantizedWeight& w, int64_t b, int64_t k0, int64_t kcl, float* dst) {
   const int64_t gs = w.group_size;

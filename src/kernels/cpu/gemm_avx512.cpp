@@ -1,5 +1,10 @@
 // AVX-512 prefill GEMM (more than kGemvMaxM x rows): f32 FMA on F32 / F16 /
 // BF16 weights, or BF16 dot products (vdpbf16ps); and the matmul entry points.
+// BLIS-style: x is packed once per call into k-major panels; every task
+// converts + transposes a block of W rows into f32 slivers (once per
+// k-block, amortised over all M rows), and a micro-kernel with x broadcast
+// from an L1-resident panel and W slivers from L2 accumulates into y, with
+// no horizontal sums. Accumulation is f32 (K terms per output, in k-blocks).
 #include "kernels/cpu/common_avx512.h"
 
 namespace rinfer::kernels::cpu::avx512 {
@@ -11,12 +16,9 @@ namespace {
 //  - f32 FMA (F32/F16 weights, and BF16 where vdpbf16ps is not used): 6 x 64,
 //    4 W vectors and 6 broadcasts per 24 FMAs. Each m-tile's x panel
 //    (6 * kFmaKC * 4 = 12 KiB) stays in L1 while the task's W slivers (L2)
-//    stream past it; the long k-block halves the passes over y. On Ice
-//    Lake-SP (docs/performance.md) this ran 0.77 of the FMA peak where the
-//    earlier 12 x 32 tile with W in L1 and k-blocks of 256 ran 0.61 (a model
-//    of the task loop, one process, 21 alternated rounds); on Zen 4/5 tiles
-//    of 12 x 32 .. 6 x 64 were within noise.
-//  - BF16 dot products (vdpbf16ps, Zen 4/5): 12 x 32 in k-pairs, unchanged.
+//    stream past it; the long k-block halves the passes over y (closer to
+//    the FMA peak on Ice Lake than 12 x 32 with W in L1; alike on Zen 4/5).
+//  - BF16 dot products (vdpbf16ps, Zen 4/5): 12 x 32 in k-pairs.
 constexpr int kFmaMR = 6;
 constexpr int kFmaNW = 4;
 constexpr int64_t kFmaNC = 16 * kFmaNW;  // W rows per sliver

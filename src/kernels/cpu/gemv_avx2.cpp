@@ -90,7 +90,7 @@ void gemv_task(void* p, int64_t task, int) {
 }
 
 // ---------------------------------------------------------------- decode GEMV, blocked BF16
-// The AVX-512 kernel's scheme (kernels_avx512.cpp) at 8 lanes: W in the
+// The AVX-512 kernel's scheme (gemv_avx512.cpp) at 8 lanes: W in the
 // blocked layout [N/8][K/32][8 rows][32 k] is read block by block; a row's
 // 32-k piece is two ymm loads of 16 BF16 pairs each, widened without
 // shuffles (even k: << 16, odd k: & 0xffff0000) against x split once per
@@ -140,17 +140,10 @@ void store_blk_row(const MatmulArgs& a, const __m256* acc, int64_t m, int64_t b)
 // (BlockJob), so q/k/v or gate/up are one pool job.
 //
 // One stream of weight lines per thread, whatever DecodePrefetch::bf16_streams
-// says: AVX-512 reads two blocks' k-tiles side by side, but their 16 sums do
-// not fit next to x in AVX2's 16 registers. Two blocks taking turns every 8,
-// 32 or 128 k-tiles (their sums through L1 between turns) was measured and
-// not kept. bench_gemv_pairs, RINFER_ISA=avx2, Zen 5, two streams against
-// one in the same rounds, of a plain read: 2 threads, turns of 8 / 32 / 128
-// tiles 0.62 / 0.60 / 0.54 against 0.69 / 0.66 / 0.61 (another run at 32:
-// 0.82 against 0.84); 1 thread 0.42 / 0.81 / 0.80 against 0.51 / 0.79 / 0.84
-// (and 0.93 against 0.88). Nor does it prefetch (DecodePrefetch::bf16_t2 is
-// AVX-512's): a T2 prefetch 12 KB or 4 KB ahead once per 4 lines, same
-// bench, against none: 2 threads 0.79 / 0.80 and 0.75 / 0.76 against 0.87
-// and 0.82, 1 thread 0.73 / 0.76 and 0.84 / 0.80 against 0.86 and 0.88.
+// says: AVX-512 reads several blocks' k-tiles side by side, but their sums do
+// not fit next to x in AVX2's 16 registers (two blocks taking turns, their
+// sums through L1, read slower). Nor does it prefetch (bf16_t2 is AVX-512's:
+// here a T2 prefetch read slower than none).
 struct GemvBlkCtx {
   const MatmulArgs* a;
   const float* xeo;  // x in the even/odd order, [M][K]

@@ -1,5 +1,13 @@
 // AVX-512 decode GEMVs (M <= kGemvMaxM x rows): row-major F32 / F16 / BF16
-// weights, and BF16 weights in the blocked layout.
+// weights, and BF16 weights in the blocked layout. A GEMV streams W exactly
+// once. Each output y[m, n] is a dot product kept as 16 f32 partial sums
+// (one zmm) for a register tile of M x-rows by NR (3-4) W-rows; W rows are
+// converted to f32 in registers (F16: vcvtph2ps, BF16: zero-extend +
+// shift), each loaded W vector serves all M rows, and the tile is reduced
+// at the end with a transposing shuffle tree (~2 ops per accumulator). Each
+// thread streams one contiguous range of W rows and then helps the others
+// (OwnedRanges). Accumulation is f32 throughout (K/16 terms per lane; the
+// error bound is checked in tests/kernels/test_matmul.cpp).
 #include "kernels/cpu/common_avx512.h"
 
 namespace rinfer::kernels::cpu::avx512 {
@@ -41,8 +49,8 @@ inline void gemv_tile(const float* x, int64_t ldx, int64_t kl, const typename Ld
 }
 
 // y rows [n0, n1) for all M (<= 8) rows of x. K is cut into blocks only when
-// the M x-rows would not fit in L2 (blocking for L1 measured slower: it splits
-// the W row streams).
+// the M x-rows would not fit in L2 (blocking for L1 splits the W row
+// streams).
 constexpr int64_t kGemvXBlockFloats = 65536;  // 256 KiB of x per k-block
 template <DType T, int MR>
 void gemv_rows(const MatmulArgs& a, int64_t n0, int64_t n1) {
@@ -110,9 +118,8 @@ void gemv_task(void* p, int64_t task, int) {
 
 // ---------------------------------------------------------------- decode GEMV, blocked BF16
 // W in the blocked layout [N/8][K/32][8 rows][32 k] (ops.h) is one sequential
-// stream: the whole matrix is read front to back, which is what keeps the
-// hardware prefetchers at full bandwidth (four or more row streams at once
-// measured 0.6-0.7 of a plain read on AMD Zen 4; this 0.95-1.0).
+// stream: the whole matrix is read front to back, which keeps the hardware
+// prefetchers at full bandwidth (several row streams at once do not).
 // Per 32-k tile and W row: one 64-byte load, BF16 -> f32 without shuffles
 // (even k: << 16, odd k: & 0xffff0000) against x split once per call into
 // [k/32][16 even | 16 odd] (xeo), two FMAs into one accumulator per (x row,
@@ -123,10 +130,10 @@ constexpr int kBlkRows = 8;
 // MG x rows against NB blocks side by side (wb[0 .. NB): NB streams of
 // weight lines, OwnedRanges::work_streams says why; NB = 2 or 4 only with MG
 // = 1).
-// pf: DecodePrefetch::bf16_t2 (on Zen 4 kSparsePrefetch = 12288, the distance
-// measured above), 0: no prefetch; nta: DecodePrefetch::bf16_nta, a
-// prefetch that far ahead on every line, 0: none; it is a prefetchnta (Zen
-// 5), or a prefetcht0 where t0 (DecodePrefetch::line_t0, Ice Lake).
+// pf: DecodePrefetch::bf16_t2, a T2 prefetch that far ahead once per
+// kSparsePrefetchLines lines, 0: none; nta: DecodePrefetch::bf16_nta, a
+// prefetch that far ahead on every line, 0: none; it is a prefetchnta, or a
+// prefetcht0 where t0 (DecodePrefetch::line_t0).
 template <int MG, int NB>
 void gemv_blk_group(const float* xeo, int64_t K, const uint16_t* const* wb, int64_t pf, int64_t nta, bool t0,
                     float* out /* [NB][MG][8] */) {
@@ -214,8 +221,7 @@ void gemv_blk_one(const GemvBlk* blk) {
 // the blocks may be of different matrices). Three keep 24 accumulators,
 // which fit in registers next to x's two vectors, the mask and the two
 // halves of a line; four keep 32, so GCC keeps some on the stack (L1), a
-// load and a store per k-tile each. (Four streams read faster than two on
-// Zen 5, and three faster than four: prefetch_tuning.cpp.)
+// load and a store per k-tile each (DecodePrefetch::bf16_streams picks).
 template <int NB>
 void gemv_blk_side(const GemvBlk* blk) {
   const int64_t K = blk[0].c->a->K;

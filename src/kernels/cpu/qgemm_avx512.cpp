@@ -17,11 +17,7 @@ constexpr int kQMR = 6;                     // GEMM: x rows per micro tile
 // GEMM k-block (a multiple of 128): the whole K of most matrices, so that a
 // micro tile's C stays in registers across K and is stored once. The weight
 // sliver (32 rows x kc) then streams from L2 instead of sitting in L1 (at
-// 1 B/cycle per dpbusd, well inside L2's bandwidth): bench_kernels qgemm
-// 1 thread, best of 9, q8g128 M512xK896xN4864 11566 us (kc 512) -> 10885,
-// K4864xN896 12026 -> 10793, q4g32 12385 -> 11853 and 12733 -> 12206;
-// qwen2.5-0.5b prefill (512 tokens, 2 threads, 5 runs) TTFT min 576 -> 562
-// ms (int8), 660 -> 634 ms (int4).
+// 1 B/cycle per dpbusd, well inside L2's bandwidth).
 constexpr int64_t kQKC = 8192;
 constexpr int64_t kQNBlocks = 8;            // GEMM: 16-row blocks per task (128 rows)
 
@@ -288,9 +284,8 @@ void qgemm_partition(QGemmCtx& c, int64_t T) {
   c.n_ntasks = (c.n_blocks + c.blocks_per_task - 1) / c.blocks_per_task;
   int64_t m_chunks = c.n_ntasks >= 2 * T ? 1 : imin(c.n_mt, (2 * T + c.n_ntasks - 1) / c.n_ntasks);
   // A few tasks that the threads do not divide leave one thread idle at the
-  // end: N = 896 (Qwen2.5-0.5B's o and down) made 7 tasks for 2 threads, and
-  // bench_kernels qgemm/q8g128/M512xK4864xN896 scaled 1.49x from 1 to 2
-  // threads (gate/up 1.83x). Splitting M as well makes whole rounds.
+  // end (N = 896, Qwen2.5-0.5B's o and down, made 7 tasks for 2 threads).
+  // Splitting M as well makes whole rounds.
   if (T > 1 && (c.n_ntasks * m_chunks) % T != 0 && c.n_ntasks * m_chunks < 8 * T) m_chunks *= T;
   m_chunks = imin(m_chunks, c.n_mt);
   c.mt_per_task = (c.n_mt + m_chunks - 1) / m_chunks;

@@ -6,22 +6,11 @@ namespace rinfer::kernels::cpu::avx2 {
 
 namespace {
 
-// See kernels_avx512.cpp and ops.h. AVX2 has no VNNI on many CPUs (and
-// vpmaddubsw saturates for u8 x s8 Q8 products), so both regimes keep x in f32:
-//  - decode GEMV: 8-byte pieces of a 64-byte line are 2 rows x 4 k; vpmovzxbd +
-//    vcvtdq2ps give 8 lanes (row, kk), times x[k .. k+3] repeated twice. One
-//    half block (8 rows, 4 accumulators) at a time; the second half reads the
-//    same lines again from cache.
-// ================================================================= quantized weights
-// See kernels_avx512.cpp and ops.h. AVX2 has no VNNI on many CPUs (and
-// vpmaddubsw saturates for u8 x s8 Q8 products), so both regimes keep x in f32:
-//  - decode GEMV: 8-byte pieces of a 64-byte line are 2 rows x 4 k; vpmovzxbd +
-//    vcvtdq2ps give 8 lanes (row, kk), times x[k .. k+3] repeated twice. One
-//    half block (8 rows, 4 accumulators) at a time; the second half reads the
-//    same lines again from cache.
-//  - prefill: each task dequantizes its W rows into the f32 [k][16] slivers
-//    of the f32 GEMM above (scale and zero point applied once per weight) and
-//    reuses its micro-kernel.
+// Weight-only decode GEMV (see qgemv_avx512.cpp and ops.h): 8-byte pieces of
+// a 64-byte line are 2 rows x 4 k; vpmovzxbd + vcvtdq2ps give 8 lanes (row,
+// kk), times x[k .. k+3] repeated twice. One half block (8 rows, 4
+// accumulators) at a time; the second half reads the same lines again from
+// cache.
 constexpr int64_t kQGemvRowsPerTask = 64;
 inline __m256i load8_u8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
 
@@ -172,16 +161,10 @@ using QBlk = detail::BlockOf<QGemvA8Ctx>;
 // blocks share x: the matrices of one job have the same K and group size).
 // GS: the group size as a constant, so the Q4 line loop unrolls.
 //  - Q4 prefetches its weights by the profile's q4_nta / q4_l2, as the
-//    AVX-512 GEMV (the "default" profile's 4 KB / 32 KB are the constants
-//    this file had measured before the profiles). bench_gemv_pairs,
-//    RINFER_ISA=avx2 on Zen 5 (profile zen5: nta 3 KB, two streams), the
-//    binaries before and after in turn: 2 threads 0.72-0.88 -> 1.12-1.21 of
-//    a plain read, 1 thread 0.75-0.99 -> 1.09-1.25; tinyllama int4 in the
-//    model (2 threads) 41.0-41.2 -> 49.7-53.5 tokens/s.
-//  - Q8 takes no weight prefetch: the profile's T2 12 KB ahead lost (2
-//    threads 0.74 of a plain read with it, 0.99 without; 1 thread 0.81
-//    against 1.11), and its line loop unrolls only 4 times (fully unrolled,
-//    0.59-0.69 against 0.83-0.90).
+//    AVX-512 GEMV.
+//  - Q8 takes no weight prefetch (the profile's T2 prefetch reads slower
+//    here), and its line loop unrolls only 4 times (fully unrolled is
+//    slower).
 template <bool Q4, int GS, bool PF, int NB>
 void qgemv_a8_block(const QBlk* blk, int64_t m) {
   const QGemvA8Ctx& c = *blk[0].c;

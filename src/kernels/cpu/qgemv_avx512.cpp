@@ -17,44 +17,18 @@ namespace {
 
 constexpr int64_t kQGemvMaxMA8 = 4;         // decode A8 GEMV: x rows in one pass
 // Decode A8 GEMV on Q4, any number of threads: the loop over a group's
-// lines is unrolled, each line is prefetched (prefetch_line: prefetchnta, or
-// prefetcht0 where the profile's line_t0 says so)
-// kQ4NtaPrefetch bytes ahead, and once per 4 lines a prefetch into L2
-// (prefetch_l2) reaches kQ4L2Prefetch bytes ahead; with several threads the
-// group scales are prefetched too (kQ4ScalePrefetch, QGemvA8Ctx::prefetch).
-// Q4's loop does more work per byte than a plain read, so fewer of its loads
-// are in flight and the hardware prefetcher alone falls behind; and it is
-// close to bound by its instructions (bench_kernels qgemv/hot/q4g32: 34-38
-// GB/s per thread out of L2 against 27-30 GB/s from memory), where the
-// rolled loop spent 6 of its 12 instructions per line on the counter, a
-// branch and register copies around the vpdpbusd. Measured in the model
-// (tinyllama int4, 512-token context, each variant behind a switch flipped
-// every decode step, per layer; docs/performance.md):
-//  - 1 thread, against no software prefetch: nta 4 KB ahead gate/up 683 ->
-//    574 us, 669 -> 545, 705 -> 560 (2 KB and 8 KB ahead gained less, t0
-//    2 KB 5 %, t0 1 KB lost 2 %); then unrolled + L2 32 KB ahead on top:
-//    gate/up 512 -> 473 and 512 -> 480 us, step 29.1 -> 27.0 ms (16 KB
-//    ahead: 0.5-2 % less; unrolled alone about half of it).
-//  - 2 threads, against the former rolled loop with a T2 prefetch 6 KB
-//    ahead (which had beaten T0 8 KB ahead, 31.7-33.4 -> 41.8-42.0 GB/s):
-//    step 18.9 -> 17.0, 23.4 -> 22.3 and 23.7 -> 22.5 ms, gate/up 341 ->
-//    301, 427 -> 408 and 439 -> 400 us; qwen2.5-0.5b int4 gate/up 144 ->
-//    133 and 141 -> 136 us. Unrolled with the T2 prefetch kept: -4 % and
-//    +2 % per step; with T2 plus the L2 prefetch: neutral.
-//  - bench_gemv_pairs --threads 1: 0.88-0.93 -> 0.99-1.02 of a plain read.
-// kQ4NtaPrefetch = 4096 and kQ4L2Prefetch = 32768 were measured so on Zen 4;
-// Zen 5 reads faster with nta 3 KB ahead and no L2 prefetch. The distances
-// per CPU: DecodePrefetch::q4_nta / q4_l2 (prefetch_tuning.h).
+// lines is unrolled (the rolled loop spent half its instructions on the
+// counter and register copies), each line is prefetched (prefetch_line)
+// DecodePrefetch::q4_nta bytes ahead, and once per 4 lines a prefetch into
+// L2 reaches q4_l2 bytes ahead; with several threads the group scales are
+// prefetched too (kQ4ScalePrefetch, QGemvA8Ctx::prefetch). Q4's loop does
+// more work per byte than a plain read, so fewer of its loads are in flight
+// and the hardware prefetcher alone falls behind. The distances per CPU:
+// DecodePrefetch (perf/decode_tuning.cpp).
 constexpr int64_t kQ4ScalePrefetch = 2048;
 // Decode A8 GEMV on Q8 with several threads: besides the T2 prefetch
-// kSparsePrefetch ahead, one into L2 (prefetch_l2) this many bytes ahead per
-// 4 lines. Per-step A/B in the model (2 threads, 512-token context): step
-// tinyllama int8 40.2 -> 37.6 and 37.5 -> 35.0 ms, qwen2.5-0.5b int8 16.9
-// -> 16.1 and 19.3 -> 17.6 ms; 32 KB ahead -6, -5 and -2 %; prefetchnta
-// 4 KB ahead instead of the T2 prefetch +3 %. On one thread (no T2
-// prefetch there) the L2 prefetch alone was slower: 32 KB ahead +3 %,
-// 16 KB +5 %. (kQ8L2Prefetch = 24576 on Zen 4; on Zen 5 the T2 prefetch
-// alone, on one thread too, reads faster: DecodePrefetch::q8_*.)
+// (DecodePrefetch::q8_t2), one into L2 (q8_l2) per 4 lines, and a per-line
+// prefetch (q8_nta); on one thread only where q8_one_thread says so.
 
 struct QGemvCtx {
   const QMatmulArgs* a;
@@ -180,23 +154,18 @@ struct QGemvA8Ctx {
   const int32_t* xq;   // [M][K/4] quads of quantized x
   const int32_t* comp; // [M][G]
   const float* sxg;    // [M][G]
-  // Software prefetch of the Q8 weights (kSparsePrefetch) and of the group
-  // scales (kQ4ScalePrefetch, both types since cab3fe1): only when several
-  // threads stream, or on Q8 where DecodePrefetch::q8_one_thread says so.
-  // bench_gemv_pairs, Q8 g128 on Zen 4: 0.96 either way at 1 thread, 0.91 /
-  // 0.92 at 2 (fast phase). (Q4 prefetches its weights on any number of
-  // threads: kQ4NtaPrefetch.)
+  // Software prefetch of the Q8 weights and of the group scales
+  // (kQ4ScalePrefetch): only when several threads stream, or on Q8 where
+  // DecodePrefetch::q8_one_thread says so. (Q4 prefetches its weights on any
+  // number of threads.)
   bool prefetch;
   const DecodePrefetch* pf;  // distances
 };
 
 // acc + u8 w . s8 x, x one int32 (four int8) broadcast to all lanes:
-// vpdpbusd with an embedded {1to16} broadcast, accumulating in place. GCC 12
-// neither folds _mm512_set1_epi32(*x) into the instruction (a separate
-// vpbroadcastd per call) nor keeps the accumulator in one register across
-// the loop (zmm copies around each call). bench_gemv_pairs (intrinsics and
-// this in one binary, 80 rounds): Q8 g128 0.80 -> 0.95 of a plain read at
-// 1 thread, 0.91 -> 1.01 at 2; Q4 alike either way.
+// vpdpbusd with an embedded {1to16} broadcast, accumulating in place. Inline
+// asm because GCC 12 neither folds _mm512_set1_epi32(*x) into the
+// instruction nor keeps the accumulator in one register across the loop.
 inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int32_t* x) {
   asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*x));
   return acc;
@@ -206,9 +175,9 @@ inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int32_t* x) {
 using QBlk = detail::BlockOf<QGemvA8Ctx>;
 
 // GS: the group size as a constant, so the inner loops unroll completely.
-// NB blocks at once, each its own stream of weight lines (two streams per
-// thread read faster than one on Zen 5: OwnedRanges::work_streams); they
-// share x (the matrices of one job have the same K and group size).
+// NB blocks at once, each its own stream of weight lines
+// (OwnedRanges::work_streams); they share x (the matrices of one job have
+// the same K and group size).
 template <bool Q4, int MR, int GS, bool PF, int NB>
 void qgemv_a8_block(const QBlk* blk) {
   const QGemvA8Ctx& c = *blk[0].c;
@@ -267,7 +236,7 @@ void qgemv_a8_block(const QBlk* blk) {
     } else {
       // High nibbles are used in place (byte & 0xf0 = 16 * hi): a1 collects
       // 16x their dot products, divided back exactly once per group below.
-      // Unrolled (kQ4NtaPrefetch says why).
+      // Unrolled (the comment at kQ4ScalePrefetch says why).
 #pragma GCC unroll 16
       for (int64_t s = 0; s < gs / 8; ++s) {
 #pragma GCC unroll 4
@@ -363,10 +332,8 @@ void matmul_q_gemv(const QMatmulArgs& a, const Runner& runner) {
 namespace {
 // One x row quantized per group for the A8 decode GEMV, as quantize_row_i8
 // on each group of GS values would (same operations in the same order, so
-// the same bits), plus comp[g] = -off * sum(q of group g), all in registers.
-// The loop of quantize_row_i8 + sum_i8 per group cost 4.7 us per 2048
-// values and 18.5 us per 5632 (tinyllama o and down, serial while the other
-// threads wait): sum_i8 reloaded the bytes just written by a masked store,
+// the same bits), plus comp[g] = -off * sum(q of group g), all in registers:
+// summing the bytes just stored would reload them through a masked store,
 // which the store buffer cannot forward.
 template <int GS>
 void quantize_groups_a8(const float* x, int64_t G, int off, int8_t* q, float* sx, int32_t* comp) {
@@ -428,9 +395,8 @@ void matmul_q_gemv_a8_multi(const QMatmulArgs* as, int n, const Runner& runner) 
           (as[i].w->N + 15) / 16);
   // Two streams up to M = 2, four at M = 1 (acc[NB][MR] and the group's
   // two int32 sums per (block, row) in registers). Four only on interleaved
-  // weights: with the separate scale array each weight stream brings a
-  // scale stream, and four of each read slower than two (0.94-0.96 of two
-  // in the model on Zen 5; docs/performance.md).
+  // weights: with the separate scale array each weight stream brings a scale
+  // stream, and four of each read slower than two.
   bool interleaved = true;
   for (int i = 0; i < n; ++i) interleaved &= as[i].w->interleaved;
   int streams = w.type == QuantType::Q4 ? pf.q4_streams : pf.q8_streams;

@@ -4,10 +4,10 @@
 
 namespace rinfer::kernels::cpu::avx512 {
 
-// The prefill GEMM quantizes every prompt row with this (512 x 4864 values
-// before Qwen2.5-0.5B's down projection: 15 % of that GEMM's samples with
-// one max chain and a vpmovdb per 16 values): four max chains, and 64 values
-// at a time narrowed with two rounds of packs and one permute.
+// The prefill GEMM quantizes every prompt row with this, so it is worth
+// its shape: four max chains, and 64 values at a time narrowed with two
+// rounds of packs and one permute (one chain and a vpmovdb per 16 values
+// showed in that GEMM's profile).
 void quantize_row_i8(const float* x, int64_t n, int8_t* q, float* scale) {
   const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
   // NaN in v keeps mx (the second operand of max), like the reference's std::max.
