@@ -174,7 +174,9 @@ TEST(DecodePrefetch, ApplyInstallsThisCpusProfile) {
   const DecodePrefetch& mine = decode_prefetch_for(cpu_features(), env);
   EXPECT_EQ(&apply_decode_tuning(), &mine);
   EXPECT_EQ(&decode_prefetch(), &mine);
-  if (!env && cpu_features().is_amd() && cpu_features().family >= 0x1A) EXPECT_STREQ(decode_prefetch().name, "zen5");
+  if (!env && cpu_features().is_amd() && cpu_features().family >= 0x1A) {
+    EXPECT_STREQ(decode_prefetch().name, "zen5");
+  }
   force_decode_prefetch("icelake");
   EXPECT_STREQ(decode_prefetch().name, "icelake");
   force_decode_prefetch(nullptr);
