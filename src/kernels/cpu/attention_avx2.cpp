@@ -1,5 +1,6 @@
 // AVX2 attention over the paged KV cache (attention_rows, attention_head).
 #include "kernels/cpu/common_avx2.h"
+#include "kernels/cpu/attention_lanes.h"
 
 namespace rinfer::kernels::cpu::avx2 {
 
@@ -269,20 +270,9 @@ constexpr int kLaneRows = 8;
 constexpr int kLaneMinRows = 6;  // a call, or a last tile, of fewer rows takes the row path
 constexpr int kMaxLaneTiles = 16;  // tiles per attention_lanes_t call (128 rows)
 
-// One tile: Q^T [hd][8] and O^T [hd][8] in the lanes scratch, and per lane
-// the row's n_ctx (as a float: exact below 2^24), ALiBi slope, running max
-// of its scores and 1 / sum of their exponentials.
-struct LaneTile {
-  float* qt;
-  float* ot;
-  alignas(32) float n_ctx[kLaneRows];
-  alignas(32) float slope[kLaneRows];
-  alignas(32) float max[kLaneRows];
-  alignas(32) float inv[kLaneRows];
-  int64_t n_max;  // the tile's longest context
-  int n_rows;
-  static int64_t floats(int hd) { return 2 * int64_t(hd) * kLaneRows; }
-};
+// LaneTile, lane_scores_store, lane_softmax and lane_values: attention_lanes.h.
+using LaneTile = detail::LaneTile<Ymm>;
+static_assert(LaneTile::kRows == kLaneRows);
 
 // Scores of KB keys (wide rows k[0 .. KB)) at positions j .. j + KB - 1 for
 // the tile's lanes: scale * q . K + slope * (j + i - (n_ctx - 1)), -inf at
@@ -298,18 +288,7 @@ inline void lane_scores(LaneTile& tl, const float* k, int hd, int64_t j, float s
 #pragma GCC unroll 12
     for (int i = 0; i < KB; ++i) acc[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(k + i * hd + d), q, acc[i]);
   }
-  const __m256 n_ctx = _mm256_load_ps(tl.n_ctx), slope = _mm256_load_ps(tl.slope), vscale = _mm256_set1_ps(scale);
-  const __m256 last = _mm256_sub_ps(n_ctx, _mm256_set1_ps(1.0f)), ninf = _mm256_set1_ps(-INFINITY);
-  __m256 mx = _mm256_load_ps(tl.max);
-#pragma GCC unroll 12
-  for (int i = 0; i < KB; ++i) {
-    const __m256 pos = _mm256_set1_ps(float(j + i));
-    __m256 s = _mm256_fmadd_ps(acc[i], vscale, _mm256_mul_ps(slope, _mm256_sub_ps(pos, last)));
-    s = _mm256_blendv_ps(ninf, s, _mm256_cmp_ps(pos, n_ctx, _CMP_LT_OQ));
-    _mm256_store_ps(st + i * kLaneRows, s);
-    mx = _mm256_max_ps(mx, s);
-  }
-  _mm256_store_ps(tl.max, mx);
+  lane_scores_store<KB>(tl, acc, j, scale, st);
 }
 
 constexpr int kLaneKeys = 12;  // keys per lane_scores call: 12 accumulators
@@ -336,69 +315,7 @@ void lane_scores_chunk(LaneTile& tl, const float* k, int hd, int64_t j0, int64_t
   }
 }
 
-// st[t][lane] = exp(st - max) for t < n_max (0 where the score is -inf),
-// and inv = 1 / sum over t (summed in double like softmax; 0 for a lane
-// with no positions).
-void lane_softmax(LaneTile& tl, float* st) {
-  const __m256 ninf = _mm256_set1_ps(-INFINITY);
-  __m256 mx = _mm256_load_ps(tl.max);
-  mx = _mm256_blendv_ps(mx, _mm256_setzero_ps(), _mm256_cmp_ps(mx, ninf, _CMP_EQ_OQ));
-  __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
-  for (int64_t t = 0; t < tl.n_max; ++t) {
-    const __m256 s = _mm256_load_ps(st + t * kLaneRows);
-    const __m256 e = _mm256_and_ps(_mm256_cmp_ps(s, ninf, _CMP_NEQ_UQ), exp256(_mm256_sub_ps(s, mx)));
-    _mm256_store_ps(st + t * kLaneRows, e);
-    s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
-    s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
-  }
-  alignas(32) double sum[kLaneRows];
-  _mm256_store_pd(sum, s0);
-  _mm256_store_pd(sum + 4, s1);
-  for (int l = 0; l < kLaneRows; ++l) tl.inv[l] = sum[l] > 0 ? float(1.0 / sum[l]) : 0.0f;
-}
-
-// O^T[d][lane] (+)= sum_{i < nt} P^T[i][lane] * V_i[d] for d in [d0, d0 + DB):
-// two chains (even and odd keys), 2 DB accumulators.
-template <int DB>
-inline void lane_values(const LaneTile& tl, const float* pt, const float* v, int hd, int64_t nt, int d0, bool first) {
-  __m256 a0[DB], a1[DB];
-#pragma GCC unroll 6
-  for (int e = 0; e < DB; ++e) {
-    a0[e] = first ? _mm256_setzero_ps() : _mm256_load_ps(tl.ot + (d0 + e) * kLaneRows);
-    a1[e] = _mm256_setzero_ps();
-  }
-  const float* vp = v + d0;
-  int64_t i = 0;
-  for (; i + 2 <= nt; i += 2, vp += 2 * hd) {
-    const __m256 p0 = _mm256_load_ps(pt + i * kLaneRows), p1 = _mm256_load_ps(pt + (i + 1) * kLaneRows);
-#pragma GCC unroll 6
-    for (int e = 0; e < DB; ++e) {
-      a0[e] = _mm256_fmadd_ps(_mm256_broadcast_ss(vp + e), p0, a0[e]);
-      a1[e] = _mm256_fmadd_ps(_mm256_broadcast_ss(vp + hd + e), p1, a1[e]);
-    }
-  }
-  if (i < nt) {
-    const __m256 p0 = _mm256_load_ps(pt + i * kLaneRows);
-#pragma GCC unroll 6
-    for (int e = 0; e < DB; ++e) a0[e] = _mm256_fmadd_ps(_mm256_broadcast_ss(vp + e), p0, a0[e]);
-  }
-#pragma GCC unroll 6
-  for (int e = 0; e < DB; ++e) _mm256_store_ps(tl.ot + (d0 + e) * kLaneRows, _mm256_add_ps(a0[e], a1[e]));
-}
-
 constexpr int kLaneDims = 6;  // dimensions per lane_values pass: 12 accumulators
-void lane_values_chunk(const LaneTile& tl, const float* pt, const float* v, int hd, int64_t nt, bool first) {
-  int d0 = 0;
-  for (; d0 + kLaneDims <= hd; d0 += kLaneDims) lane_values<kLaneDims>(tl, pt, v, hd, nt, d0, first);
-  switch (hd - d0) {
-    case 1: return lane_values<1>(tl, pt, v, hd, nt, d0, first);
-    case 2: return lane_values<2>(tl, pt, v, hd, nt, d0, first);
-    case 3: return lane_values<3>(tl, pt, v, hd, nt, d0, first);
-    case 4: return lane_values<4>(tl, pt, v, hd, nt, d0, first);
-    case 5: return lane_values<5>(tl, pt, v, hd, nt, d0, first);
-    default: return;
-  }
-}
 
 // attention_rows for the rows of ceil(n_rows / 8) <= kMaxLaneTiles tiles
 // (head_dim a multiple of 8), K and V widened chunk by chunk as in
@@ -454,7 +371,7 @@ void attention_lanes_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int k
     for (int ti = 0; ti < n_tiles; ++ti) {
       const LaneTile& tl = tiles[ti];
       if (tl.n_max <= j0) continue;
-      lane_values_chunk(tl, st + ti * ld_s + j0 * kLaneRows, wide, hd, imin(chunk, tl.n_max - j0), j0 == 0);
+      lane_values_chunk<kLaneDims>(tl, st + ti * ld_s + j0 * kLaneRows, wide, hd, imin(chunk, tl.n_max - j0), j0 == 0);
     }
   }
   for (int ti = 0; ti < n_tiles; ++ti) {  // out = O^T transposed back, times 1 / sum

@@ -1,5 +1,6 @@
 // AVX-512 attention over the paged KV cache (attention_rows, attention_head).
 #include "kernels/cpu/common_avx512.h"
+#include "kernels/cpu/attention_lanes.h"
 
 namespace rinfer::kernels::cpu::avx512 {
 
@@ -671,38 +672,9 @@ constexpr int kLaneRows = 16;
 constexpr int kLaneMinRows = 12;
 constexpr int kMaxLaneTiles = 8;  // tiles per attention_lanes_t call (128 rows)
 
-// One tile: Q^T [hd][16] and O^T [hd][16] in the lanes scratch, and per lane
-// the row's n_ctx (as a float: exact below 2^24), ALiBi slope, running max
-// of its scores and 1 / sum of their exponentials.
-struct LaneTile {
-  float* qt;
-  float* ot;
-  alignas(64) float n_ctx[kLaneRows];
-  alignas(64) float slope[kLaneRows];
-  alignas(64) float max[kLaneRows];
-  alignas(64) float inv[kLaneRows];
-  int64_t n_max;  // the tile's longest context
-  int n_rows;
-  static int64_t floats(int hd) { return 2 * int64_t(hd) * kLaneRows; }
-};
-
-// The scores' epilogue: dot[i] (q . K of key j + i per lane) scaled, the
-// ALiBi term added, positions >= n_ctx set to -inf; stored, max updated.
-template <int KB>
-inline void lane_scores_store(LaneTile& tl, const __m512* dot, int64_t j, float scale, float* st) {
-  const __m512 n_ctx = _mm512_load_ps(tl.n_ctx), slope = _mm512_load_ps(tl.slope), vscale = _mm512_set1_ps(scale);
-  const __m512 last = _mm512_sub_ps(n_ctx, _mm512_set1_ps(1.0f)), ninf = _mm512_set1_ps(-INFINITY);
-  __m512 mx = _mm512_load_ps(tl.max);
-#pragma GCC unroll 12
-  for (int i = 0; i < KB; ++i) {
-    const __m512 pos = _mm512_set1_ps(float(j + i));
-    __m512 s = _mm512_fmadd_ps(dot[i], vscale, _mm512_mul_ps(slope, _mm512_sub_ps(pos, last)));
-    s = _mm512_mask_mov_ps(ninf, _mm512_cmp_ps_mask(pos, n_ctx, _CMP_LT_OQ), s);
-    _mm512_store_ps(st + i * kLaneRows, s);
-    mx = _mm512_max_ps(mx, s);
-  }
-  _mm512_store_ps(tl.max, mx);
-}
+// LaneTile, lane_scores_store, lane_softmax and lane_values: attention_lanes.h.
+using LaneTile = detail::LaneTile<Zmm>;
+static_assert(LaneTile::kRows == kLaneRows);
 
 // Scores of KB keys (wide rows k[0 .. KB)) at positions j .. j + KB - 1 for
 // the tile's lanes: scale * q . K + slope * (j + i - (n_ctx - 1)), -inf at
@@ -797,75 +769,7 @@ void lane_scores2_chunk(LaneTile& ta, LaneTile& tb, const float* k, int hd, int6
   }
 }
 
-// st[t][lane] = exp(st - max) for t < n_max (0 where the score is -inf),
-// and inv = 1 / sum over t (summed in double like softmax; 0 for a lane
-// with no positions).
-void lane_softmax(LaneTile& tl, float* st) {
-  const __m512 ninf = _mm512_set1_ps(-INFINITY);
-  __m512 mx = _mm512_load_ps(tl.max);
-  mx = _mm512_mask_mov_ps(mx, _mm512_cmp_ps_mask(mx, ninf, _CMP_EQ_OQ), _mm512_setzero_ps());
-  __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
-  for (int64_t t = 0; t < tl.n_max; ++t) {
-    const __m512 s = _mm512_load_ps(st + t * kLaneRows);
-    const __m512 e = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(s, ninf, _CMP_NEQ_UQ), exp512(_mm512_sub_ps(s, mx)));
-    _mm512_store_ps(st + t * kLaneRows, e);
-    s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
-    s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
-  }
-  alignas(64) double sum[kLaneRows];
-  _mm512_store_pd(sum, s0);
-  _mm512_store_pd(sum + 8, s1);
-  for (int l = 0; l < kLaneRows; ++l) tl.inv[l] = sum[l] > 0 ? float(1.0 / sum[l]) : 0.0f;
-}
-
-// O^T[d][lane] (+)= sum_{i < nt} P^T[i][lane] * V_i[d] for d in [d0, d0 + DB):
-// two chains (even and odd keys), 2 DB accumulators.
-template <int DB>
-inline void lane_values(const LaneTile& tl, const float* pt, const float* v, int hd, int64_t nt, int d0, bool first) {
-  __m512 a0[DB], a1[DB];
-#pragma GCC unroll 12
-  for (int e = 0; e < DB; ++e) {
-    a0[e] = first ? _mm512_setzero_ps() : _mm512_load_ps(tl.ot + (d0 + e) * kLaneRows);
-    a1[e] = _mm512_setzero_ps();
-  }
-  const float* vp = v + d0;
-  int64_t i = 0;
-  for (; i + 2 <= nt; i += 2, vp += 2 * hd) {
-    const __m512 p0 = _mm512_load_ps(pt + i * kLaneRows), p1 = _mm512_load_ps(pt + (i + 1) * kLaneRows);
-#pragma GCC unroll 12
-    for (int e = 0; e < DB; ++e) {
-      a0[e] = _mm512_fmadd_ps(_mm512_set1_ps(vp[e]), p0, a0[e]);
-      a1[e] = _mm512_fmadd_ps(_mm512_set1_ps(vp[hd + e]), p1, a1[e]);
-    }
-  }
-  if (i < nt) {
-    const __m512 p0 = _mm512_load_ps(pt + i * kLaneRows);
-#pragma GCC unroll 12
-    for (int e = 0; e < DB; ++e) a0[e] = _mm512_fmadd_ps(_mm512_set1_ps(vp[e]), p0, a0[e]);
-  }
-#pragma GCC unroll 12
-  for (int e = 0; e < DB; ++e) _mm512_store_ps(tl.ot + (d0 + e) * kLaneRows, _mm512_add_ps(a0[e], a1[e]));
-}
-
 constexpr int kLaneDims = 12;  // dimensions per lane_values pass: 24 accumulators
-void lane_values_chunk(const LaneTile& tl, const float* pt, const float* v, int hd, int64_t nt, bool first) {
-  int d0 = 0;
-  for (; d0 + kLaneDims <= hd; d0 += kLaneDims) lane_values<kLaneDims>(tl, pt, v, hd, nt, d0, first);
-  switch (hd - d0) {
-    case 1: return lane_values<1>(tl, pt, v, hd, nt, d0, first);
-    case 2: return lane_values<2>(tl, pt, v, hd, nt, d0, first);
-    case 3: return lane_values<3>(tl, pt, v, hd, nt, d0, first);
-    case 4: return lane_values<4>(tl, pt, v, hd, nt, d0, first);
-    case 5: return lane_values<5>(tl, pt, v, hd, nt, d0, first);
-    case 6: return lane_values<6>(tl, pt, v, hd, nt, d0, first);
-    case 7: return lane_values<7>(tl, pt, v, hd, nt, d0, first);
-    case 8: return lane_values<8>(tl, pt, v, hd, nt, d0, first);
-    case 9: return lane_values<9>(tl, pt, v, hd, nt, d0, first);
-    case 10: return lane_values<10>(tl, pt, v, hd, nt, d0, first);
-    case 11: return lane_values<11>(tl, pt, v, hd, nt, d0, first);
-    default: return;
-  }
-}
 
 // lane_values for two tiles: each V element broadcast once for both, 2 DB
 // accumulators (one chain each).
@@ -986,7 +890,7 @@ void attention_lanes_t(const AttnRow* rows, int n_rows, const PagedKV& kv, int k
       if (ti + 1 < n_tiles) {
         lane_values2_chunk(tl, tiles[ti + 1], pa, pa + ld_s, kc.wide, hd, nt, j0 == 0);
       } else {
-        lane_values_chunk(tl, pa, kc.wide, hd, nt, j0 == 0);
+        lane_values_chunk<kLaneDims>(tl, pa, kc.wide, hd, nt, j0 == 0);
       }
     }
   });

@@ -167,6 +167,39 @@ inline __m256 load_scales8(const uint8_t* p, DType scale_dtype) {
 }
 inline int64_t half_scale_bytes(const QuantizedWeight& w) { return w.scale_dtype == DType::F16 ? 16 : 32; }
 
+// 8 f32 lanes, for the algorithms written once for both levels over a
+// vector-traits type (attention_lanes.h): each operation is the one
+// instruction this level used where they were written per level.
+struct Ymm {
+  using F = __m256;
+  using D = __m256d;
+  static constexpr int kLanes = 8;
+  static F zero() { return _mm256_setzero_ps(); }
+  static F load(const float* p) { return _mm256_load_ps(p); }  // aligned
+  static void store(float* p, F v) { _mm256_store_ps(p, v); }  // aligned
+  static F set1(float x) { return _mm256_set1_ps(x); }
+  static F bcast(const float* p) { return _mm256_broadcast_ss(p); }
+  static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F max(F a, F b) { return _mm256_max_ps(a, b); }
+  static F fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F exp(F x) { return exp256(x); }
+  // a where x < y (ordered), else b.
+  static F lt_select(F x, F y, F a, F b) { return _mm256_blendv_ps(b, a, _mm256_cmp_ps(x, y, _CMP_LT_OQ)); }
+  // x, 0 where x == v.
+  static F zero_where_eq(F x, F v) { return _mm256_blendv_ps(x, _mm256_setzero_ps(), _mm256_cmp_ps(x, v, _CMP_EQ_OQ)); }
+  // e where x != v (or unordered), else 0.
+  static F keep_where_neq(F x, F v, F e) { return _mm256_and_ps(_mm256_cmp_ps(x, v, _CMP_NEQ_UQ), e); }
+  static D zero_pd() { return _mm256_setzero_pd(); }
+  // s0 += the low half of v in double, s1 += the high half.
+  static void add_halves_pd(D& s0, D& s1, F v) {
+    s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+    s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+  }
+  static void store_pd(double* p, D v) { _mm256_store_pd(p, v); }  // aligned
+};
+
 }  // namespace
 
 // Between the files of this level: a plain function (impl.h).

@@ -202,6 +202,39 @@ inline __m512 load_scales16(const uint8_t* p, DType scale_dtype) {
   return _mm512_loadu_ps(reinterpret_cast<const float*>(p));
 }
 
+// 16 f32 lanes, for the algorithms written once for both levels over a
+// vector-traits type (attention_lanes.h): each operation is the one
+// instruction this level used where they were written per level.
+struct Zmm {
+  using F = __m512;
+  using D = __m512d;
+  static constexpr int kLanes = 16;
+  static F zero() { return _mm512_setzero_ps(); }
+  static F load(const float* p) { return _mm512_load_ps(p); }  // aligned
+  static void store(float* p, F v) { _mm512_store_ps(p, v); }  // aligned
+  static F set1(float x) { return _mm512_set1_ps(x); }
+  static F bcast(const float* p) { return _mm512_set1_ps(*p); }
+  static F add(F a, F b) { return _mm512_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F max(F a, F b) { return _mm512_max_ps(a, b); }
+  static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F exp(F x) { return exp512(x); }
+  // a where x < y (ordered), else b.
+  static F lt_select(F x, F y, F a, F b) { return _mm512_mask_mov_ps(b, _mm512_cmp_ps_mask(x, y, _CMP_LT_OQ), a); }
+  // x, 0 where x == v.
+  static F zero_where_eq(F x, F v) { return _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, v, _CMP_EQ_OQ), _mm512_setzero_ps()); }
+  // e where x != v (or unordered), else 0.
+  static F keep_where_neq(F x, F v, F e) { return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, v, _CMP_NEQ_UQ), e); }
+  static D zero_pd() { return _mm512_setzero_pd(); }
+  // s0 += the low half of v in double, s1 += the high half.
+  static void add_halves_pd(D& s0, D& s1, F v) {
+    s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+    s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1)));
+  }
+  static void store_pd(double* p, D v) { _mm512_store_pd(p, v); }  // aligned
+};
+
 }  // namespace
 
 // Between the files of this level: plain functions (impl.h).
