@@ -1,5 +1,5 @@
-// AVX2 int8 quantization of rows (quantize_row_i8) and of the KV cache
-// (store_kv_i8).
+// AVX2 int8 quantization of a row (quantize_row_i8; store_kv runs it on each
+// head of an INT8 KV cache).
 #include "kernels/cpu/common_avx2.h"
 
 namespace rinfer::kernels::cpu::avx2 {
@@ -33,15 +33,6 @@ void quantize_row_i8(const float* x, int64_t n, int8_t* q, float* scale) {
     q[i] = int8_t(nearbyintf(t));
   }
   *scale = amax / 127.0f;
-}
-
-void store_kv_i8(const PagedKV& kv, int64_t slot, const float* k, const float* v) {
-  const int hd = kv.head_dim;
-  for (int h = 0; h < kv.n_kv_heads; ++h) {
-    const int64_t row = kv_slot_row(kv, slot, h);
-    quantize_row_i8(k + int64_t(h) * hd, hd, static_cast<int8_t*>(kv.k) + row * hd, kv.k_scale + row);
-    quantize_row_i8(v + int64_t(h) * hd, hd, static_cast<int8_t*>(kv.v) + row * hd, kv.v_scale + row);
-  }
 }
 
 }  // namespace rinfer::kernels::cpu::avx2
