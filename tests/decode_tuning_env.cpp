@@ -1,5 +1,6 @@
-// The kernel tests run with this CPU's decode prefetch profile installed,
-// as every rinfer binary does at start (perf::apply_decode_tuning).
+// The tests of the areas that run kernels (tests/CMakeLists.txt: _tuned_areas)
+// run with this CPU's decode prefetch profile installed, as every rinfer
+// binary does at start (perf::apply_decode_tuning).
 #include <gtest/gtest.h>
 
 #include "perf/decode_tuning.h"
