@@ -142,27 +142,39 @@ void gemm_task(void* p, int64_t task, int) {
   }
 }
 
-void gemm(const MatmulArgs& a, const Runner& runner) {
-  GemmCtx c{};
-  c.a = &a;
+// The GEMM's blocking and task grid for c.a (c.a set; x's panel in the
+// calling thread's shared scratch); returns the number of tasks.
+int64_t gemm_plan(GemmCtx& c, int64_t T) {
+  const MatmulArgs& a = *c.a;
   c.n_mt = (a.M + kMR - 1) / kMR;
   const bool small_m = c.n_mt <= kSmallMTiles;
-  c.kc = small_m ? imin(kKCSmallM, a.K) : kKC;
+  c.kc = small_m ? imin(kKCSmallM, a.K) : kKC;  // dequantized: multiples of 8 (K is a multiple of the group size)
   c.n_kb = (a.K + c.kc - 1) / c.kc;
   c.xp = detail::scratch(detail::kScratchShared, c.n_mt * c.n_kb * c.kc * kMR);
-  const int64_t T = runner.n_threads;
   c.nb = imin(small_m ? kNBSmallM : kNB, imax(16, round_up((a.N + 2 * T - 1) / (2 * T), 16)));
   c.n_ntasks = (a.N + c.nb - 1) / c.nb;
   int64_t m_chunks = c.n_ntasks >= 2 * T ? 1 : imin(c.n_mt, (2 * T + c.n_ntasks - 1) / c.n_ntasks);
   c.mt_per_task = (c.n_mt + m_chunks - 1) / m_chunks;
   m_chunks = (c.n_mt + c.mt_per_task - 1) / c.mt_per_task;
-  if (T == 1) {
+  return c.n_ntasks * m_chunks;
+}
+
+// Pack x (one task per m-tile), then run n_tasks of task on ctx: two pool
+// jobs, or inline on one thread.
+void gemm_run(GemmCtx& c, int64_t n_tasks, detail::TaskFn task, void* ctx, const Runner& runner) {
+  if (runner.n_threads == 1) {
     for (int64_t mt = 0; mt < c.n_mt; ++mt) gemm_pack_x_task(&c, mt, 0);
-    for (int64_t t = 0; t < c.n_ntasks * m_chunks; ++t) gemm_task(&c, t, 0);
+    for (int64_t t = 0; t < n_tasks; ++t) task(ctx, t, 0);
     return;
   }
   runner.run(runner.pool, c.n_mt, &gemm_pack_x_task, &c);
-  runner.run(runner.pool, c.n_ntasks * m_chunks, &gemm_task, &c);
+  runner.run(runner.pool, n_tasks, task, ctx);
+}
+
+void gemm(const MatmulArgs& a, const Runner& runner) {
+  GemmCtx c{};
+  c.a = &a;
+  gemm_run(c, gemm_plan(c, runner.n_threads), &gemm_task, &c, runner);
 }
 
 // ---------------------------------------------------------------- prefill GEMM, Q8 / Q4 dequantized
@@ -248,26 +260,8 @@ void matmul_q_gemm(const QMatmulArgs& qa, const Runner& runner) {
   const MatmulArgs a{qa.x, qa.M, qa.K, qa.ldx, nullptr, DType::F32, qa.w->N, qa.bias, qa.y, qa.ldy};
   QGemmCtx qc{};
   qc.w = qa.w;
-  GemmCtx& c = qc.g;
-  c.a = &a;
-  c.n_mt = (a.M + kMR - 1) / kMR;
-  const bool small_m = c.n_mt <= kSmallMTiles;
-  c.kc = small_m ? imin(kKCSmallM, a.K) : kKC;  // multiples of 8 (K is a multiple of the group size)
-  c.n_kb = (a.K + c.kc - 1) / c.kc;
-  c.xp = detail::scratch(detail::kScratchShared, c.n_mt * c.n_kb * c.kc * kMR);
-  const int64_t T = runner.n_threads;
-  c.nb = imin(small_m ? kNBSmallM : kNB, imax(16, round_up((a.N + 2 * T - 1) / (2 * T), 16)));
-  c.n_ntasks = (a.N + c.nb - 1) / c.nb;
-  int64_t m_chunks = c.n_ntasks >= 2 * T ? 1 : imin(c.n_mt, (2 * T + c.n_ntasks - 1) / c.n_ntasks);
-  c.mt_per_task = (c.n_mt + m_chunks - 1) / m_chunks;
-  m_chunks = (c.n_mt + c.mt_per_task - 1) / c.mt_per_task;
-  if (T == 1) {
-    for (int64_t mt = 0; mt < c.n_mt; ++mt) gemm_pack_x_task(&c, mt, 0);
-    for (int64_t t = 0; t < c.n_ntasks * m_chunks; ++t) qgemm_task(&qc, t, 0);
-    return;
-  }
-  runner.run(runner.pool, c.n_mt, &gemm_pack_x_task, &c);
-  runner.run(runner.pool, c.n_ntasks * m_chunks, &qgemm_task, &qc);
+  qc.g.a = &a;
+  gemm_run(qc.g, gemm_plan(qc.g, runner.n_threads), &qgemm_task, &qc, runner);
 }
 
 }  // namespace rinfer::kernels::cpu::avx2
