@@ -32,7 +32,7 @@
 //   --k / --n: the weight's shape (K a multiple of 128, N of 16), e.g.
 //     --n 32000 for TinyLlama's output layer.
 //   --profile (repeatable): run every kernel once per decode prefetch spec
-//     (prefetch_tuning.h, e.g. zen5 and zen5:q4_streams=1), interleaved in
+//     (perf/decode_tuning.h, e.g. zen5 and zen5:q4_streams=1), interleaved in
 //     each round, so that two settings are compared in the same windows.
 #include <immintrin.h>
 
@@ -49,8 +49,8 @@
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/ops.h"
-#include "kernels/cpu/prefetch_tuning.h"
-#include "kernels/cpu/roofline.h"
+#include "perf/decode_tuning.h"
+#include "perf/roofline.h"
 #include "read_probe.h"
 
 namespace kc = rinfer::kernels::cpu;
@@ -96,6 +96,7 @@ long parse_positive(const char* flag, const char* v) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  rinfer::perf::apply_decode_tuning();
   int threads = 2, rounds = 200;
   int64_t K = 2048, N = 5632;
   size_t arena_mb = 1024;
@@ -168,7 +169,7 @@ int main(int argc, char** argv) {
     std::vector<Kernel> per_profile;
     for (size_t p = 0; p < profiles.size(); ++p) {
       try {
-        rinfer::kernels::cpu::parse_decode_prefetch(profiles[p]);
+        rinfer::perf::parse_decode_prefetch(profiles[p]);
       } catch (const std::exception& e) {
         usage(e.what());
       }
@@ -191,12 +192,12 @@ int main(int argc, char** argv) {
     const size_t part = bytes / size_t(threads) / 256 * 256;
     pool.run(threads, [&](int64_t t, int) {
       const uint8_t* share = p + size_t(t) * part;
-      sink[size_t(t) * 8] += quarters ? kc::read_quarters(share, part) : read_avx512(share, part);
+      sink[size_t(t) * 8] += quarters ? rinfer::perf::read_quarters(share, part) : read_avx512(share, part);
     });
     return part * size_t(threads);
   };
   auto call_pinned = [](const Kernel& k, const uint8_t* p) {
-    if (k.profile) rinfer::kernels::cpu::force_decode_prefetch(k.profile);
+    if (k.profile) rinfer::perf::force_decode_prefetch(k.profile);
     k.call(p);
   };
   for (const auto& k : kernels) call_pinned(k, base);  // warm-up: code, scratch buffers, thread wake-up
@@ -226,7 +227,7 @@ int main(int argc, char** argv) {
         for (int c = 0; c < kCallsPerRound; ++c) bytes += plain_read(base + (copy++ % copies) * stride, kernels[i].bytes);
         return bytes;
       });
-      if (kernels[i].profile) rinfer::kernels::cpu::force_decode_prefetch(kernels[i].profile);
+      if (kernels[i].profile) rinfer::perf::force_decode_prefetch(kernels[i].profile);
       gbs[i][size_t(r)] = gb_per_s([&] {
         for (int c = 0; c < kCallsPerRound; ++c) kernels[i].call(base + (copy++ % copies) * stride);
         return kernels[i].bytes * kCallsPerRound;

@@ -15,8 +15,7 @@
 //          scales), cold like gemv/*. bytes_per_second counts the quantized
 //          weight + scale bytes; bw_frac = that / the read bandwidth of
 //          /work/shared/tools/membw.c measured in the same session, passed as
-//          RINFER_MEMBW_GBS_1 / RINFER_MEMBW_GBS_2 (defaults 15.9 / 30.5, this
-//          VM on the day these kernels were written). The label is the path.
+//          RINFER_MEMBW_GBS_1 / RINFER_MEMBW_GBS_2 (defaults 15.9 / 30.5). The label is the path.
 // qgemm/*  prefill matmul_q (W8A8/W4A8 VNNI on AVX-512); OP/s = 2 M N K per
 //          second, peak_frac = OP/s / (RINFER_VNNI_GOPS per thread, default
 //          648, membw.c's "int8 vnni zmm" figure).
@@ -45,6 +44,7 @@
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/ops.h"
+#include "perf/decode_tuning.h"
 #include "read_probe.h"
 
 namespace kc = rinfer::kernels::cpu;
@@ -624,6 +624,7 @@ void register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  rinfer::perf::apply_decode_tuning();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   register_all();

@@ -1,4 +1,4 @@
-// bench_read_probe: is `rinfer bench`'s step probe (kernels::cpu::ReadProbe,
+// bench_read_probe: is `rinfer bench`'s step probe (perf::ReadProbe,
 // 64 MiB read after every decode step) a fair yardstick? It alternates, as
 // bench does, a "step" (a plain read of --step-mb, the size of a decode
 // step's weights) with a 64 MiB probe slice, and prints per round the rate of
@@ -6,8 +6,8 @@
 // a plain read of a step's size in the same windows would lift bench's
 // decode / bandwidth ratios; a ratio near 1 here says it does not.
 // Where the CPU has AVX-512, each round also reads a step's size as one
-// stream per thread (bench/read_probe.h, the way membw.c reads): the probe
-// reads four per thread because one measured 10-33 % less on Zen 5.
+// stream per thread (bench/read_probe.h, the way membw.c reads), against the
+// probe's four per thread.
 //
 // Usage: bench_read_probe [--threads N=2] [--rounds N=4] [--steps N=32] [--step-mb N=600] [--slice-mb N=64]
 #include <chrono>
@@ -17,7 +17,7 @@
 
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
-#include "kernels/cpu/roofline.h"
+#include "perf/roofline.h"
 #include "read_probe.h"
 
 int main(int argc, char** argv) {
@@ -38,8 +38,8 @@ int main(int argc, char** argv) {
     *target = std::atoi(argv[++i]);
   }
   rinfer::ThreadPool pool(threads);
-  rinfer::kernels::cpu::ReadProbe step(pool, size_t(step_mb) << 20, 1);
-  rinfer::kernels::cpu::ReadProbe probe(pool, size_t(slice_mb) << 20, 4);  // as bench's --bw-probe steps
+  rinfer::perf::ReadProbe step(pool, size_t(step_mb) << 20, 1);
+  rinfer::perf::ReadProbe probe(pool, size_t(slice_mb) << 20, 4);  // as bench's --bw-probe steps
   std::printf("%d threads, %d steps of %d MiB per round, each followed by a %d MiB probe slice\n", threads, steps,
               step_mb, slice_mb);
   // One stream per thread over the step probe's buffer (it is resident and

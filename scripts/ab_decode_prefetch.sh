@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The decode prefetch profiles (RINFER_DECODE_PREFETCH, src/kernels/cpu/
-# prefetch_tuning.h) against each other in the model: for each precision and
+# The decode prefetch profiles (RINFER_DECODE_PREFETCH,
+# src/perf/decode_tuning.h) against each other in the model: for each precision and
 # thread count one `rinfer bench --ab-decode-prefetch PROFILES...` run, whose
 # decode steps take the profiles in turn (512-token prompt, 64 generated
 # tokens, 3 samples after 1 warm-up: 63 steps per sample), so that every

@@ -20,8 +20,8 @@
 #include "core/error.h"
 #include "core/process_stats.h"
 #include "kernels/cpu/ops.h"
-#include "kernels/cpu/prefetch_tuning.h"
-#include "kernels/cpu/roofline.h"
+#include "perf/decode_tuning.h"
+#include "perf/roofline.h"
 #include "model/stage_profile.h"
 #include "runtime/generator.h"
 #include "rinfer_git_commit.h"  // generated at build time (cmake/git_commit.cmake)
@@ -78,7 +78,7 @@ struct PrefetchAB {
     if (step > 0)
       step_ms[size_t((step - 1) % int64_t(specs.size()))].v.push_back(
           std::chrono::duration<double, std::milli>(now - last).count());
-    kernels::cpu::force_decode_prefetch(specs[size_t(step % int64_t(specs.size()))].c_str());
+    perf::force_decode_prefetch(specs[size_t(step % int64_t(specs.size()))].c_str());
     ++step;
     last = std::chrono::steady_clock::now();
   }
@@ -193,7 +193,7 @@ Runner add_bench(CLI::App& app) {
     if (o->rt.kv_cache_tokens == 0) o->rt.kv_cache_tokens = o->prompt_len + o->gen_len;
     RINFER_CHECK(o->ab_specs.empty() || o->ab_specs.size() >= 2,
                  "--ab-decode-prefetch needs two or more profile specs, got one");
-    for (const auto& spec : o->ab_specs) kernels::cpu::parse_decode_prefetch(spec.c_str());  // a bad spec fails here
+    for (const auto& spec : o->ab_specs) perf::parse_decode_prefetch(spec.c_str());  // a bad spec fails here
     auto s = open_session(o->model, o->rt, false);
     const auto& cfg = s->lm.config;
     RINFER_CHECK(o->prompt_len + o->gen_len <= cfg.max_position_embeddings, "--prompt-len + --gen-len (",
@@ -228,9 +228,9 @@ Runner add_bench(CLI::App& app) {
     }
     const std::string prefill_path = s->lm.quant ? kernels::cpu::matmul_q_path(o->prompt_len, qw)
                                                  : kernels::cpu::matmul_path(o->prompt_len, s->lm.dtype);
-    kernels::cpu::PeakKind peak_kind{};
-    const bool measure_peak = o->roofline && kernels::cpu::peak_kind_of_path(prefill_path, peak_kind);
-    auto probe_peak = [&] { return kernels::cpu::measure_peak_gops(peak_kind, *s->pool); };
+    perf::PeakKind peak_kind{};
+    const bool measure_peak = o->roofline && perf::peak_kind_of_path(prefill_path, peak_kind);
+    auto probe_peak = [&] { return perf::measure_peak_gops(peak_kind, *s->pool); };
     double peak_best = 0, peak_after = 0;
     Series ttft, prefill_tps, prefill_s, decode_tps, rss, probe_bw, bw_ratio, sample_peak;
     const uint64_t wbytes = s->lm.model->weight_bytes_per_token();
@@ -242,8 +242,8 @@ Runner add_bench(CLI::App& app) {
     // turn, so a slice has left the caches by its next turn); its time is
     // taken out of the decode time, and the probe's rate over the sample is
     // the bandwidth the sample is divided by.
-    std::unique_ptr<kernels::cpu::ReadProbe> step_probe;
-    if (probe_steps) step_probe = std::make_unique<kernels::cpu::ReadProbe>(*s->pool, size_t(64) << 20, 4);
+    std::unique_ptr<perf::ReadProbe> step_probe;
+    if (probe_steps) step_probe = std::make_unique<perf::ReadProbe>(*s->pool, size_t(64) << 20, 4);
     double probe_s = 0, bw_probe_s = 0, probe_bytes = 0;  // this sample's: all probes, the read probe
     int64_t n_tokens = 0;
     std::function<void(int32_t)> on_token;
@@ -283,12 +283,12 @@ Runner add_bench(CLI::App& app) {
       // by sample.
       if (measure_bw && r.n_decode_steps > 0) {
         probe_bw.v.push_back(probe_steps ? probe_bytes / bw_probe_s / 1e9
-                                         : kernels::cpu::measure_read_bandwidth_gbs(*s->pool));
+                                         : perf::measure_read_bandwidth_gbs(*s->pool));
         bw_ratio.v.push_back(double(wbytes) * decode_tps.v.back() / 1e9 / probe_bw.v.back());
       }
     }
     step_probe.reset();
-    if (ab.on()) kernels::cpu::force_decode_prefetch(nullptr);
+    if (ab.on()) perf::force_decode_prefetch(nullptr);
     const profile::PhaseTotals prof[2] = {profile::totals(profile::Phase::Prefill),
                                           profile::totals(profile::Phase::Decode)};
     profile::set_enabled(false);
@@ -381,7 +381,7 @@ Runner add_bench(CLI::App& app) {
     std::string peak_name;
     double peak = 0, peak_ratio = 0;
     if (measure_peak && peak_best > 0) {
-      peak_name = kernels::cpu::peak_kind_name(peak_kind);
+      peak_name = perf::peak_kind_name(peak_kind);
       Series ratio;
       for (size_t i = 0; i < sample_peak.v.size(); ++i) ratio.v.push_back(prefill_gflop / prefill_s.v[i] / sample_peak.v[i]);
       peak = sample_peak.mean(), peak_ratio = ratio.mean();

@@ -8,7 +8,7 @@
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "kernels/cpu/ops.h"
-#include "kernels/cpu/prefetch_tuning.h"
+#include "perf/decode_tuning.h"
 #include "rinfer_git_commit.h"  // generated at build time (cmake/git_commit.cmake)
 
 namespace {
@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   }
   try {
     rinfer::kernels::cpu::active_isa();  // a bad RINFER_ISA is an error here, before any work
-    rinfer::kernels::cpu::decode_prefetch();  // and so is a bad RINFER_DECODE_PREFETCH
+    rinfer::perf::apply_decode_tuning();  // and so is a bad RINFER_DECODE_PREFETCH
     for (auto* sub : app.get_subcommands()) return runners.at(sub)();
   } catch (const CLI::ParseError& e) {  // option combinations a runner checks itself
     return usage_error(e.what());

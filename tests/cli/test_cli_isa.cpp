@@ -49,7 +49,7 @@ TEST(CliIsa, UnknownLevelIsAOneLineError) {
 }
 
 // RINFER_DECODE_PREFETCH pins the decode GEMVs' prefetch profile, or a
-// profile with fields changed (prefetch_tuning.h); bench reports the one in
+// profile with fields changed (perf/decode_tuning.h); bench reports the one in
 // use.
 TEST(CliIsa, DecodePrefetchProfileIsPinnedAndReported) {
   for (const char* profile : {"default", "zen5", "zen5:q4_streams=1,bf16_streams=1", "zen5:q4_streams=2,q8_streams=1"}) {

@@ -11,7 +11,7 @@
 #include "core/cpu_features.h"
 #include "core/dtype.h"
 #include "kernels/cpu/ops.h"
-#include "kernels/cpu/prefetch_tuning.h"
+#include "perf/decode_tuning.h"
 
 namespace rinfer::kernels::cpu::testing {
 
@@ -48,10 +48,10 @@ struct IsaScope {
   }
 };
 
-// Pins a decode prefetch profile (prefetch_tuning.h) for a scope.
+// Pins a decode prefetch profile (perf/decode_tuning.h) for a scope.
 struct PrefetchScope {
-  explicit PrefetchScope(const char* name) { force_decode_prefetch(name); }
-  ~PrefetchScope() { force_decode_prefetch(nullptr); }
+  explicit PrefetchScope(const char* name) { perf::force_decode_prefetch(name); }
+  ~PrefetchScope() { perf::force_decode_prefetch(nullptr); }
 };
 
 inline std::vector<float> random_floats(std::mt19937& rng, size_t n, float lo = -1.0f, float hi = 1.0f) {

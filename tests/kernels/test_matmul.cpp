@@ -258,7 +258,7 @@ TEST(Matmul, ForceIsaNeverExceedsTheCpu) {
   force_isa(best_isa());
 }
 
-// The blocked BF16 GEMV under each decode prefetch profile (prefetch_tuning.h),
+// The blocked BF16 GEMV under each decode prefetch profile (perf/decode_tuning.h),
 // one, two or four weight streams per thread: the same bits at each ISA
 // level (Matmul.BlockedBf16AllIsas holds them against the reference under
 // the machine's own profile). N = 200 is 25 blocks: two and four streams

@@ -768,7 +768,7 @@ TEST(KvCacheI8, AttentionMatchesReference) {
   EXPECT_LT(worst_quant, 0.05);
 }
 
-// The decode prefetch profiles (prefetch_tuning.h) change where the decode
+// The decode prefetch profiles (perf/decode_tuning.h) change where the decode
 // GEMV prefetches and how many weight streams a thread reads, never what it
 // computes: each profile gives the same bits on 1 and 2 threads (one thread
 // with a prefetch is Q8's path on Zen 5; N = 150 is 10 blocks, so two and

@@ -420,12 +420,14 @@ void attention_rows(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_h
 
 void store_kv(const PagedKV& kv, int64_t slot, const float* k, const float* v) {
   check_paged_kv(kv, "store_kv");
-  if (kv.dtype == DType::I8) {
-    switch (active_isa()) {
-      case Isa::Avx512: return avx512::store_kv_i8(kv, slot, k, v);
-      case Isa::Avx2: return avx2::store_kv_i8(kv, slot, k, v);
-      default: return reference::store_kv(kv, slot, k, v);
+  if (kv.dtype == DType::I8) {  // each head's row by the active level's quantize_row_i8
+    const int hd = kv.head_dim;
+    for (int h = 0; h < kv.n_kv_heads; ++h) {
+      const int64_t row = kv_slot_row(kv, slot, h);
+      quantize_row_i8(k + int64_t(h) * hd, hd, static_cast<int8_t*>(kv.k) + row * hd, kv.k_scale + row);
+      quantize_row_i8(v + int64_t(h) * hd, hd, static_cast<int8_t*>(kv.v) + row * hd, kv.v_scale + row);
     }
+    return;
   }
   const int64_t hd = kv.head_dim;
   const size_t esz = dtype_size(kv.dtype);

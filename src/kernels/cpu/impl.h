@@ -82,7 +82,6 @@ void dequantize_rows(const QuantizedWeight& w, float* out);
   void attention_rows(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_head,              \
                       const int32_t* block_table, float scale);                                     \
   void convert_from_f32(DType to, const float* src, void* dst, int64_t n);                          \
-  void store_kv_i8(const PagedKV& kv, int64_t slot, const float* k, const float* v);                \
   void quantize_row_i8(const float* x, int64_t n, int8_t* q, float* scale);                         \
   void matmul_q_gemv(const detail::QMatmulArgs& a, const detail::Runner& runner);                   \
   void matmul_q_gemm(const detail::QMatmulArgs& a, const detail::Runner& runner);                   \

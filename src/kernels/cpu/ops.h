@@ -81,8 +81,8 @@ void matmul_bf16_blocked_multi(const float* x, int64_t M, int64_t K, int64_t ldx
 // f32): F32Fma widens W to f32 in registers (x stays f32); Bf16Dot rounds each
 // x value to BF16 (relative error <= 2^-9) and multiplies with vdpbf16ps
 // (AVX-512 BF16; products exact, f32 accumulation). Auto takes whichever has
-// the higher peak on this CPU class: Bf16Dot on AMD (Zen 4: vdpbf16ps 2x the
-// fp32 FMA rate), F32Fma on Intel (the Xeon measured here: vdpbf16ps at half
+// the higher peak on this CPU class: Bf16Dot on AMD (Zen 4 and later:
+// vdpbf16ps at twice the fp32 FMA rate), F32Fma on Intel (vdpbf16ps at half
 // the FMA rate). The environment variable RINFER_BF16_GEMM=fma|dot overrides
 // Auto. Bf16Dot without AVX-512 BF16 falls back to F32Fma.
 enum class Bf16Gemm : uint8_t { Auto, F32Fma, Bf16Dot };
@@ -162,12 +162,10 @@ void attention_rows(const AttnRow* rows, int n_rows, const PagedKV& kv, int kv_h
 // softmax probabilities each entering as the sum of two BF16 numbers
 // (|x - hi - lo| <= 2^-18 |x|), so the results stay within f32-level
 // bounds of the reference (tests/kernels/test_ops.cpp) and the golden
-// logits do not move. No widening of the cache and fewer loads: bench_kernels
-// attention/cold/bf16 32q4kv_hd64/ctx512/rows 86-95 -> 72-73 us,
-// 16q16kv_hd128 385-442 -> 237-260 us (docs/performance.md). Auto (default)
-// takes Bf16Dot wherever the CPU has AVX-512 BF16; RINFER_BF16_ATTN=dot|f32
-// overrides Auto. Prompts (12 rows or more per K/V head: rows in lanes)
-// keep f32.
+// logits do not move, with no widening of the cache and fewer loads. Auto
+// (default) takes Bf16Dot wherever the CPU has AVX-512 BF16;
+// RINFER_BF16_ATTN=dot|f32 overrides Auto. Prompts (12 rows or more per K/V
+// head: rows in lanes) keep f32.
 enum class Bf16Attention : uint8_t { Auto, F32, Bf16Dot };
 void set_bf16_attention(Bf16Attention mode);  // process-wide
 // Whether the row path takes BF16 dot products on a cache of this dtype and
@@ -248,11 +246,7 @@ void dequantize_weights(const QuantizedWeight& w, float* out);
 //    products. set_quant_decode picks; Auto (default) takes int8 activations
 //    wherever one of those runs (not on AVX-512 without VNNI): it needs fewer
 //    instructions per weight byte, so it is never slower where the GEMV is
-//    memory-bound and faster where it is not (measured on AMD Zen 4, 1
-//    thread, q8 group 128, 2048 x 5632: 368 us vs 575 us weight-only; Intel
-//    Xeon: Q8 equal, Q4 weight-only compute-bound at ~60% of bandwidth; the
-//    AVX2 level on Zen 4, tinyllama int4 decode on 1 thread: 13.3 -> 28.1
-//    tok/s).
+//    memory-bound and faster where it is not.
 //  - prefill, larger M: W8A8 / W4A8: each x row is quantized to int8 with one
 //    scale per row (ActQuant::PerRow, quantize_row_i8), integer dot products
 //    per group (vpdpbusd: AVX-512 VNNI on zmm, AVX-VNNI on ymm; plain AVX2

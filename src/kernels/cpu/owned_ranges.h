@@ -17,10 +17,8 @@ namespace {
 
 // How a decode GEMV's blocks of W rows are split over the threads. A thread
 // streams W at the memory's speed only along a long contiguous run: every
-// jump to another run costs the prefetchers a ramp. In the host's 55 GB/s
-// phases bench_kernels qgemv/cold/q4g32/*/threads:2 took gate_up 155 us
-// with 16 chunks handed out in turn and 136 us with one range per thread
-// (q_o 65 -> 54 us, down 169 -> 151). A shared host also stalls a thread
+// jump to another run costs the prefetchers a ramp, so each thread owns one
+// range instead of taking chunks in turn. A shared host also stalls a thread
 // now and then, so ranges alone would leave the other one waiting: each
 // thread owns one contiguous range of [0, n) and claims a few blocks at a
 // time from its front; a thread done with its own range claims from the
@@ -65,22 +63,10 @@ struct OwnedRanges {
   // blocks left. Then the same for the other threads' groups. n_ranges must
   // be a multiple of S.
   //
-  // Why: on Zen 5 one core reads several runs of lines at once faster than
-  // one run, and the GEMVs that do the most work per byte (Q4, BF16) fall
-  // furthest behind a plain read with one. A plain read of 6 MB pieces
-  // split over the threads, each thread's part as one run or as its two
-  // halves side by side (same loop otherwise), 30-40 alternations: 1 thread
-  // 31.9 -> 37.0 and 34.1 -> 40.0 GB/s, 2 threads 36.2 -> 44.5 and 37.1 ->
-  // 47.1. bench_gemv_pairs --profile zen5 --profile
-  // zen5:bf16_streams=1,q4_streams=1,q8_streams=2 (one stream against two
-  // in each round, medians of 100 rounds): 2 threads q4 43.5 -> 54.6 GB/s,
-  // bf16 45.6 -> 52.1 (plain reads 49); 1 thread q4 22.3 -> 28.4, bf16 23.4
-  // -> 26.4 (plain 25-27). Q8, whose loop is the lightest, read 56.0 either
-  // way on 2 threads and 28.5 -> 31.1 on 1, but 67.8 -> 60.7 on 2 in a fast
-  // phase of another run. Four streams: bench's read probe (roofline.h)
-  // reads 10-33 % more with four than with one. How many streams each GEMV
-  // reads on each CPU, and what four measured: DecodePrefetch::*_streams
-  // (prefetch_tuning.cpp).
+  // Why: on some cores (Zen 5) one core reads several runs of lines at once
+  // faster than one run, and the GEMVs that do the most work per byte (Q4,
+  // BF16) fall furthest behind a plain read with one. How many streams each
+  // GEMV reads on each CPU: DecodePrefetch::*_streams (perf/decode_tuning.cpp).
   template <int S, typename FS, typename F1>
   void work_streams(int self, FS&& fs, F1&& f1) {
     const int n_groups = n_ranges / S;

@@ -18,9 +18,8 @@ inline void prefetch_l1(const void* p) { asm volatile("prefetcht0 %0" : : "m"(*s
 inline void prefetch_l2(const void* p) { asm volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(p))); }
 
 // The decode GEMVs' per-line prefetch (DecodePrefetch's *_nta distances):
-// prefetchnta, or prefetcht0 where the profile's line_t0 says so (Ice Lake:
-// into L1 the GEMVs read 1.01-1.14 of a plain read of the same bytes, where
-// prefetchnta reads 0.37-0.64; docs/performance.md).
+// prefetchnta, or prefetcht0 where the profile's line_t0 says so (on Ice
+// Lake a non-temporal prefetch costs).
 inline void prefetch_line(const void* p, bool t0) {
   if (t0)
     asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p)));

@@ -1,7 +1,7 @@
 // The W8A8 / W4A8 prefill GEMM for CPUs with AVX2 but neither AVX-VNNI nor
 // AVX-512 (Intel Haswell to Comet Lake, AMD Zen 1 to 3): int8 dot products by
-// vpmaddubsw, where the AVX2 level used to dequantize the weights to f32 for
-// an FMA GEMM. The GEMM around the micro kernels and its arithmetic are
+// vpmaddubsw, fewer instructions than dequantizing the weights to f32 for an
+// FMA GEMM. The GEMM around the micro kernels and its arithmetic are
 // qgemm_ymm.h's (the AVX-512 VNNI GEMM's bits).
 //
 // Q4: a weight is u = q + 8 <= 15, so vpmaddubsw's sums of two u8 x s8

@@ -1,10 +1,10 @@
 #pragma once
 // Internal to kernels/cpu, for the SIMD files: the int8 prefill GEMM
 // (W8A8 / W4A8) on ymm registers, around a micro kernel that each file
-// brings: kernels_avxvnni.cpp (vpdpbusd, AVX-VNNI) and qgemm_avx2.cpp
+// brings: qgemm_avxvnni.cpp (vpdpbusd, AVX-VNNI) and qgemm_avx2.cpp
 // (vpmaddubsw, plain AVX2, one for Q4 and one for Q8, whose integer dot is
 // sum q x directly; see there). The arithmetic is the AVX-512 VNNI
-// GEMM's (kernels_avx512.cpp), in the same order, so the results are its
+// GEMM's (qgemm_avx512.cpp), in the same order, so the results are its
 // bits: x quantized per row (quantize_row_i8), weights as stored (u8: Q8 +
 // 128, Q4 + 8, the 16-row VNNI lines of the packed layout), per group an
 // int32 dot product started at comp = -offset * sum(x of the group),

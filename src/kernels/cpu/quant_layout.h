@@ -44,10 +44,8 @@ struct QuantAddr {
   // line; a chunk also holds a scales line, so its lines outnumber its
   // prefetches by one and the targets fall one line behind per chunk: one
   // line of every chunk's worth is never prefetched and is read by a demand
-  // miss (1 in 9 lines of Q4 group 32 with F16 scales). The GEMVs prefetch
-  // one line more at the last data line of such a group (the test
-  // Quant.DecodePrefetchReachesEveryLine walks the rule; the measurements:
-  // docs/performance.md, "the line per chunk that no prefetch reached").
+  // miss. The GEMVs prefetch one line more at the last data line of such a
+  // group (the test Quant.DecodePrefetchReachesEveryLine walks the rule).
   bool chunk_end(int64_t g, int64_t n_groups) const {
     return interleaved && (((g + 1) & ((int64_t(1) << shift) - 1)) == 0 || g + 1 == n_groups);
   }

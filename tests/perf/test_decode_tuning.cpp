@@ -1,14 +1,17 @@
-// Which decode prefetch profile (prefetch_tuning.h) a CPU gets, and how
+// Which decode prefetch profile (decode_tuning.h) a CPU gets, and how
 // RINFER_DECODE_PREFETCH overrides it.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "core/error.h"
-#include "kernels/cpu/prefetch_tuning.h"
+#include "perf/decode_tuning.h"
 
-namespace rinfer::kernels::cpu {
+namespace rinfer::perf {
 namespace {
+
+using kernels::cpu::decode_prefetch;
 
 CpuFeatures cpu(const char* vendor, int family, int model = 0) {
   CpuFeatures c;
@@ -161,10 +164,29 @@ TEST(DecodePrefetch, BadSpecsNameTheProblem) {
   EXPECT_EQ(message(""), "decode prefetch profile \"\": " + message("x").substr(message("x").find("expected")));
 }
 
+// The kernels read the default profile until one is installed;
+// apply_decode_tuning installs the one decode_prefetch_for picks for this
+// CPU (zen5 on a Zen 5), and force_decode_prefetch(nullptr) returns to it.
+TEST(DecodePrefetch, ApplyInstallsThisCpusProfile) {
+  kernels::cpu::set_decode_prefetch(nullptr);
+  EXPECT_STREQ(decode_prefetch().name, "default");
+  const char* env = std::getenv("RINFER_DECODE_PREFETCH");
+  const DecodePrefetch& mine = decode_prefetch_for(cpu_features(), env);
+  EXPECT_EQ(&apply_decode_tuning(), &mine);
+  EXPECT_EQ(&decode_prefetch(), &mine);
+  if (!env && cpu_features().is_amd() && cpu_features().family >= 0x1A) {
+    EXPECT_STREQ(decode_prefetch().name, "zen5");
+  }
+  force_decode_prefetch("icelake");
+  EXPECT_STREQ(decode_prefetch().name, "icelake");
+  force_decode_prefetch(nullptr);
+  EXPECT_EQ(&decode_prefetch(), &mine);
+}
+
 TEST(DecodePrefetch, ThisCpuHasAFamily) {
   // cpuid leaf 1 exists on every x86-64; family 0 would mean it was not read.
   EXPECT_GT(cpu_features().family, 0);
 }
 
 }  // namespace
-}  // namespace rinfer::kernels::cpu
+}  // namespace rinfer::perf

@@ -10,7 +10,7 @@
 
 #include "core/thread_pool.h"
 
-namespace rinfer::kernels::cpu {
+namespace rinfer::perf {
 
 // The instruction whose register-only throughput bounds a matmul path.
 enum class PeakKind {
@@ -33,11 +33,9 @@ double measure_peak_gops(PeakKind k, ThreadPool& pool);
 // `bytes` buffer (anonymous memory with huge pages where the kernel allows,
 // like the weights); best of `reps` passes after one warm-up pass. The buffer
 // is freed before returning. Each thread reads its share as four concurrent
-// streams (its quarters): on Zen 5 one stream per thread, as membw.c reads,
-// measured 10-33 % less than four in the same minutes (1 thread 17.5-20.4
-// against 22.7-26.5 GB/s, 2 threads 34-41 against 44-47; bench_read_probe,
-// docs/performance.md), and the decode GEMVs read two or four per thread,
-// so a one-stream probe is not the ceiling.
+// streams (its quarters): one stream per thread reads less on some cores
+// (Zen 5), and the decode GEMVs read two or four per thread, so a one-stream
+// probe is not the ceiling.
 double measure_read_bandwidth_gbs(ThreadPool& pool, size_t bytes = size_t(512) << 20, int reps = 3);
 
 // Streams [p, p + bytes) once at the active ISA level as four concurrent
@@ -73,4 +71,4 @@ class ReadProbe {
   int n_slices_ = 0, next_ = 0;
 };
 
-}  // namespace rinfer::kernels::cpu
+}  // namespace rinfer::perf

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace rinfer::kernels::cpu::avx2 {
+namespace rinfer::perf::avx2 {
 
 namespace {
 constexpr int kChains = 12;
@@ -72,4 +72,4 @@ uint64_t read_stream(const void* p, size_t bytes) {
   return t[0] ^ t[3];
 }
 
-}  // namespace rinfer::kernels::cpu::avx2
+}  // namespace rinfer::perf::avx2

@@ -1,16 +1,15 @@
 // AVX-VNNI probe for roofline.cpp: the int8 dot-product peak on ymm
-// registers, what the AVX2 level's int8 prefill GEMM (kernels_avxvnni.cpp)
+// registers, what the AVX2 level's int8 prefill GEMM (qgemm_avxvnni.cpp)
 // runs on. Own file: compiled with -mavxvnni.
 //
 // The loop is inline assembly: GCC 12 compiles a loop of 12 chains of
 // _mm256_dpbusd_avx_epi32 with register copies and stores between the
-// instructions, and the probe then read about 225 GOP/s per Zen 5 core
-// where 12 plain {vex} vpdpbusd chains read about 400.
+// instructions, which then bound the probe instead of the instruction.
 #include <immintrin.h>
 
 #include <cstdint>
 
-namespace rinfer::kernels::cpu::avxvnni {
+namespace rinfer::perf::avxvnni {
 
 double peak_loop_int8(int64_t iters) {
   __m256i c0 = _mm256_set1_epi32(0), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0, c8 = c0, c9 = c0,
@@ -38,4 +37,4 @@ double peak_loop_int8(int64_t iters) {
 // Multiply-adds one peak_loop_int8 iteration performs.
 int64_t peak_loop_int8_macs() { return 12 * 32; }
 
-}  // namespace rinfer::kernels::cpu::avxvnni
+}  // namespace rinfer::perf::avxvnni

@@ -1,4 +1,4 @@
-#include "kernels/cpu/roofline.h"
+#include "perf/roofline.h"
 
 #include <algorithm>
 #include <chrono>
@@ -11,24 +11,28 @@
 #include "kernels/cpu/ops.h"
 
 // The probes live in roofline_avx512.cpp / roofline_avx2.cpp / roofline_avxvnni.cpp (own -m flags).
-namespace rinfer::kernels::cpu::avx512 {
+namespace rinfer::perf::avx512 {
 double peak_loop(int kind, int64_t iters);
 int64_t peak_loop_macs(int kind);
 uint64_t read_stream(const void* p, size_t bytes);
-}  // namespace rinfer::kernels::cpu::avx512
-namespace rinfer::kernels::cpu::avx2 {
+}  // namespace rinfer::perf::avx512
+namespace rinfer::perf::avx2 {
 double peak_loop_fma(int64_t iters);
 int64_t peak_loop_fma_macs();
 double peak_loop_maddubs(int64_t iters);
 int64_t peak_loop_maddubs_macs();
 uint64_t read_stream(const void* p, size_t bytes);
-}  // namespace rinfer::kernels::cpu::avx2
-namespace rinfer::kernels::cpu::avxvnni {
+}  // namespace rinfer::perf::avx2
+namespace rinfer::perf::avxvnni {
 double peak_loop_int8(int64_t iters);
 int64_t peak_loop_int8_macs();
-}  // namespace rinfer::kernels::cpu::avxvnni
+}  // namespace rinfer::perf::avxvnni
 
-namespace rinfer::kernels::cpu {
+namespace rinfer::perf {
+
+using kernels::cpu::active_isa;
+using kernels::cpu::avx_vnni_active;
+using kernels::cpu::Isa;
 
 namespace {
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -140,4 +144,4 @@ double measure_read_bandwidth_gbs(ThreadPool& pool, size_t bytes, int reps) {
   return best;
 }
 
-}  // namespace rinfer::kernels::cpu
+}  // namespace rinfer::perf

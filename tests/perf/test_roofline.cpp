@@ -6,11 +6,13 @@
 #include <cstring>
 #include <memory>
 
-#include "kernel_test_util.h"
-#include "kernels/cpu/roofline.h"
+#include "kernels/kernel_test_util.h"
+#include "perf/roofline.h"
 
 namespace rinfer::kernels::cpu::testing {
 namespace {
+
+using perf::read_quarters;
 
 // Word 0 of each 64-byte line reaches the result at every level (the SIMD
 // readers xor whole lines and return a fold that keeps word 0), so a buffer

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace rinfer::kernels::cpu::avx512 {
+namespace rinfer::perf::avx512 {
 
 namespace {
 constexpr int kChains = 12;
@@ -83,4 +83,4 @@ uint64_t read_stream(const void* p, size_t bytes) {
   return t[0] ^ t[3] ^ t[7];
 }
 
-}  // namespace rinfer::kernels::cpu::avx512
+}  // namespace rinfer::perf::avx512

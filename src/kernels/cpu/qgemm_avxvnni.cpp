@@ -26,9 +26,8 @@ namespace {
 // accumulators, two weight vectors and the broadcast x quad fill the 16 ymm
 // registers, and the f32 sums live in L1 (touched once per group). Per 4 k:
 // 2 weight loads and 6 x broadcasts feed 12 vpdpbusd, 12 independent
-// chains, enough to cover the instruction's latency at two per cycle. (3
-// rows with the f32 sums in registers: 6 chains, 16.2 against 14.2 ms on
-// bench_kernels qgemm/q4g32/M512xK2048xN2048/avxvnni/threads:1.)
+// chains, enough to cover the instruction's latency at two per cycle (3
+// rows with the f32 sums in registers gave only 6 chains, and ran slower).
 constexpr int kMR = 6;
 
 template <int MR, int GK4>
