@@ -7,7 +7,11 @@ Reads OUT_DIR/<preset>-<dtype>-t<T>-<old|new>-r<round>.json (`rinfer bench
 --json`) and prints, per configuration, decode and prefill tokens/s of the
 old and the new binary (median over rounds of each run's mean over its
 samples), new / old of those medians, and each round's own new / old, so that
-the noise between rounds is visible next to the difference.
+the noise between rounds is visible next to the difference. The last two
+columns divide out the host's moods: decode over the read bandwidth bench
+measured between its own steps, prefill over the instruction peak it probed
+next to each sample (decode_bandwidth_ratio, prefill_peak_ratio), new / old of
+their medians.
 """
 import json
 import os
@@ -40,9 +44,11 @@ def main():
     if not runs:
         sys.exit("no bench JSON in %s" % out)
     metrics = [("decode", "decode_tokens_per_s", "%.2f"), ("prefill", "prefill_tokens_per_s", "%.1f")]
+    normalized = [("decode/probe", "decode_bandwidth_ratio"), ("prefill/peak", "prefill_peak_ratio")]
     head = ["model", "weights", "threads", "rounds"]
     for label, _, _ in metrics:
         head += ["%s tok/s old" % label, "new", "new/old", "per round new/old"]
+    head += ["%s new/old" % label for label, _ in normalized]
     print("| " + " | ".join(head) + " |")
     print("|" + " --- |" * len(head))
     for key in sorted(runs, key=order):
@@ -57,6 +63,13 @@ def main():
             new = statistics.median(w["new"][field] for w in rounds.values())
             per_round = " ".join("%.3f" % (w["new"][field] / w["old"][field]) for w in rounds.values())
             row += [fmt % old, fmt % new, "%.3f" % (new / old), per_round]
+        for _, field in normalized:
+            if not rounds or any(field not in w[b] for w in rounds.values() for b in ("old", "new")):
+                row.append("-")
+                continue
+            old = statistics.median(w["old"][field] for w in rounds.values())
+            new = statistics.median(w["new"][field] for w in rounds.values())
+            row.append("%.3f" % (new / old))
         print("| " + " | ".join(row) + " |")
     incomplete = sorted("%s-%s-t%d r%d" % (k + (r,)) for k, rs in runs.items() for r, w in rs.items() if len(w) < 2)
     if incomplete:
