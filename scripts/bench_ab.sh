@@ -14,6 +14,7 @@
 #                  matches (grep -E, whole name), e.g. ONLY=qwen2.5-0.5b-int4-t1
 #      PRESETS="tinyllama-1.1b qwen2.5-0.5b", PRECISIONS="bf16 int8 int4", THREADS="1 2"
 #      BENCH_ARGS="..." extra bench options for both binaries
+#      PROMPT_LEN=256 GEN_LEN=32 SAMPLES=2  the bench run's size (longer runs: less noise)
 set -euo pipefail
 if [ $# -lt 3 ] || [ $# -gt 4 ]; then
   sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
@@ -30,6 +31,7 @@ extra=(${BENCH_ARGS:-})
 presets=${PRESETS:-tinyllama-1.1b qwen2.5-0.5b}
 precisions=${PRECISIONS:-bf16 int8 int4}
 threads=${THREADS:-1 2}
+prompt_len=${PROMPT_LEN:-256} gen_len=${GEN_LEN:-32} samples=${SAMPLES:-2}
 selected() { [ -z "${ONLY:-}" ] || grep -qxE -- "$ONLY" <<< "$1"; }
 
 # The models (as scripts/bench_precisions.sh makes them); the format is the
@@ -60,7 +62,7 @@ for ((r = 1; r <= rounds; r++)); do
           bin=$old
           [ "$which" = new ] && bin=$new
           t0=$(date +%s.%N)
-          "$bin" bench --model "models/$preset-$dtype" --prompt-len 256 --gen-len 32 --samples 2 --warmup 1 \
+          "$bin" bench --model "models/$preset-$dtype" --prompt-len "$prompt_len" --gen-len "$gen_len" --samples "$samples" --warmup 1 \
             --threads "$t" "${extra[@]}" --json "$out/$cfg-$which-r$r.json" > "$out/$cfg-$which-r$r.log" 2>&1 ||
             { echo "bench failed: $cfg $which round $r (log: $out/$cfg-$which-r$r.log)" >&2; exit 1; }
           n_runs=$((n_runs + 1))

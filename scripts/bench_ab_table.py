@@ -6,8 +6,10 @@
 Reads OUT_DIR/<preset>-<dtype>-t<T>-<old|new>-r<round>.json (`rinfer bench
 --json`) and prints, per configuration, decode and prefill tokens/s of the
 old and the new binary (median over rounds of each run's mean over its
-samples), new / old of those medians, and each round's own new / old, so that
-the noise between rounds is visible next to the difference. The last two
+samples), new / old of those medians, and each round's own new / old (the
+two runs of a round are seconds apart, so the median of the rounds' ratios,
+"median round", cancels the host's slow drifts best), so that the noise
+between rounds is visible next to the difference. The last two
 columns divide out the host's moods: decode over the read bandwidth bench
 measured between its own steps, prefill over the instruction peak it probed
 next to each sample (decode_bandwidth_ratio, prefill_peak_ratio), new / old of
@@ -47,7 +49,7 @@ def main():
     normalized = [("decode/probe", "decode_bandwidth_ratio"), ("prefill/peak", "prefill_peak_ratio")]
     head = ["model", "weights", "threads", "rounds"]
     for label, _, _ in metrics:
-        head += ["%s tok/s old" % label, "new", "new/old", "per round new/old"]
+        head += ["%s tok/s old" % label, "new", "new/old", "median round", "per round new/old"]
     head += ["%s new/old" % label for label, _ in normalized]
     print("| " + " | ".join(head) + " |")
     print("|" + " --- |" * len(head))
@@ -57,12 +59,13 @@ def main():
         row = [preset, dtype, str(threads), str(len(rounds))]
         for _, field, fmt in metrics:
             if not rounds:
-                row += ["-", "-", "-", "-"]
+                row += ["-", "-", "-", "-", "-"]
                 continue
             old = statistics.median(w["old"][field] for w in rounds.values())
             new = statistics.median(w["new"][field] for w in rounds.values())
-            per_round = " ".join("%.3f" % (w["new"][field] / w["old"][field]) for w in rounds.values())
-            row += [fmt % old, fmt % new, "%.3f" % (new / old), per_round]
+            ratios = [w["new"][field] / w["old"][field] for w in rounds.values()]
+            per_round = " ".join("%.3f" % r for r in ratios)
+            row += [fmt % old, fmt % new, "%.3f" % (new / old), "**%.3f**" % statistics.median(ratios), per_round]
         for _, field in normalized:
             if not rounds or any(field not in w[b] for w in rounds.values() for b in ("old", "new")):
                 row.append("-")

@@ -309,7 +309,7 @@ Runner add_bench(CLI::App& app) {
         {"model_path", o->model},
         {"architecture", cfg.architecture},
         {"dtype", s->lm.weight_format()},
-        {"kv_cache_dtype", kv_dtype_name(s->kv->dtype())},
+        {"kv_cache_dtype", kv_dtype_name(s->kv().dtype())},
         {"weights", o->rt.weights},
         {"threads", s->pool->size()},
         {"prompt_len", o->prompt_len},
@@ -327,10 +327,10 @@ Runner add_bench(CLI::App& app) {
         {"peak_rss_bytes_std", rss.std()},
         {"weight_bytes_per_token", wbytes},
         {"weight_bytes_total", s->lm.weights->total_bytes()},
-        {"kv_cache_bytes", uint64_t(s->kv->bytes())},
-        {"kv_bytes_per_token", uint64_t(s->kv->bytes_per_token())},
+        {"kv_cache_bytes", uint64_t(s->kv().bytes())},
+        {"kv_bytes_per_token", uint64_t(s->kv().bytes_per_token())},
         {"n_layers", cfg.n_layers},
-        {"peak_rss_over_weights_and_kv", rss.mean() / double(s->lm.weights->total_bytes() + s->kv->bytes())},
+        {"peak_rss_over_weights_and_kv", rss.mean() / double(s->lm.weights->total_bytes() + s->kv().bytes())},
         {"decode_weight_bandwidth_gb_s", bw},
         {"cpu", cpu.model_name},
         {"cpu_features", cpu.summary()},
@@ -414,7 +414,7 @@ Runner add_bench(CLI::App& app) {
       j["decode_bandwidth_ratio"] = bw_frac;
     }
     std::printf("model %s (%s, %s weights, %s KV cache, %d threads, %s)\n", s->lm.name.c_str(),
-                cfg.architecture.c_str(), s->lm.weight_format().c_str(), kv_dtype_name(s->kv->dtype()).c_str(),
+                cfg.architecture.c_str(), s->lm.weight_format().c_str(), kv_dtype_name(s->kv().dtype()).c_str(),
                 s->pool->size(), cpu.model_name.c_str());
     std::printf("  prompt %lld tokens, generate %lld tokens, %d samples after %d warm-up\n", (long long)o->prompt_len,
                 (long long)o->gen_len, o->samples, o->warmup);
@@ -430,8 +430,8 @@ Runner add_bench(CLI::App& app) {
                 decode_tps.mean() > 0 ? 1e3 / decode_tps.mean() : 0.0);
     std::printf("%s", qpaths.c_str());
     std::printf("  peak RSS        %10.1f MB = %.2f x (weights %.1f MB + KV cache %.1f MB)\n", rss.mean() / 1e6,
-                rss.mean() / double(s->lm.weights->total_bytes() + s->kv->bytes()),
-                double(s->lm.weights->total_bytes()) / 1e6, double(s->kv->bytes()) / 1e6);
+                rss.mean() / double(s->lm.weights->total_bytes() + s->kv().bytes()),
+                double(s->lm.weights->total_bytes()) / 1e6, double(s->kv().bytes()) / 1e6);
     std::printf("  weights/token   %10.1f MB -> %.1f GB/s while decoding", double(wbytes) / 1e6, bw);
     if (mem_bw > 0)
       std::printf(" = %.2f of %.1f GB/s (%s)", bw_frac, mem_bw,

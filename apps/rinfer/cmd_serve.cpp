@@ -105,7 +105,7 @@ Runner add_serve(CLI::App& app) {
     int64_t model_len = cfg.max_position_embeddings;
     if (o->max_model_len > 0) model_len = std::min(model_len, o->max_model_len);
     if (!sized_by_tokens) {
-      const uint64_t per_token = s->kv->bytes_per_token();
+      const uint64_t per_token = s->kv().bytes_per_token();
       int64_t tokens;
       if (mem->count() > 0) {
         tokens = int64_t(parse_bytes(o->kv_cache_memory) / per_token);
@@ -117,11 +117,9 @@ Runner add_serve(CLI::App& app) {
       KVCacheOptions ko;
       ko.block_size = rt.block_size;
       ko.n_blocks = tokens / rt.block_size;
-      ko.dtype = s->kv->dtype();
+      ko.dtype = s->kv().dtype();
       s->runner.reset();
-      s->kv.reset();
-      s->kv = std::make_unique<KVCache>(s->lm.model->kv_shape(), ko);
-      s->runner = std::make_unique<ModelRunner>(*s->lm.model, *s->kv, *s->pool);
+      s->runner = std::make_unique<ModelRunner>(*s->lm.model, ko, *s->pool);
     }
     EngineOptions eo;
     eo.scheduler.policy = policy;
@@ -155,7 +153,7 @@ Runner add_serve(CLI::App& app) {
                  "max-model-len %lld, KV %lld blocks x %d tokens = %.1f MiB, prefix caching %s%s)\n",
                  so.model_name.c_str(), o->host.c_str(), port, scheduler_policy_name(policy),
                  (long long)o->max_num_seqs, (long long)o->max_batch_tokens, (long long)engine.max_model_len(),
-                 (long long)s->kv->n_blocks(), s->kv->block_size(), double(s->kv->bytes()) / (1 << 20),
+                 (long long)s->kv().n_blocks(), s->kv().block_size(), double(s->kv().bytes()) / (1 << 20),
                  eo.prefix_caching ? "on" : "off", o->api_key.empty() ? "" : ", API key required");
     std::fflush(stderr);
     std::thread waiter([&] {

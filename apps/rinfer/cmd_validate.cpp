@@ -120,7 +120,7 @@ Runner add_validate(CLI::App& app) {
     const int64_t V = s->lm.config.vocab_size;
     RINFER_CHECK(manifest.at("n_vocab").get<int64_t>() == V, "golden n_vocab ", manifest.at("n_vocab"),
                  " differs from the model's vocab_size ", V);
-    const bool exact = s->lm.dtype == DType::F32 && !s->lm.quant && s->kv->dtype() == DType::F32;
+    const bool exact = s->lm.dtype == DType::F32 && !s->lm.quant && s->kv().dtype() == DType::F32;
     double atol = o->atol;
     if (atol <= 0) {
       if (exact) {
@@ -131,12 +131,12 @@ Runner add_validate(CLI::App& app) {
         auto float_tol = [](DType dt) { return dt == DType::BF16 ? 0.15 : dt == DType::F16 ? 0.02 : 0.0; };
         double wt = float_tol(s->lm.dtype);
         if (s->lm.quant) wt = *s->lm.quant == kernels::cpu::QuantType::Q8 ? kInt8WeightsAtol : kInt4WeightsAtol;
-        const double kt = s->kv->dtype() == DType::I8 ? kInt8KvAtol : float_tol(s->kv->dtype());
+        const double kt = s->kv().dtype() == DType::I8 ? kInt8KvAtol : float_tol(s->kv().dtype());
         atol = std::max(wt, kt);
       }
     }
     std::printf("validate %s against %s (weights %s, KV cache %s, %s mode, atol %.3g)\n", model.c_str(),
-                o->golden.c_str(), s->lm.weight_format().c_str(), kv_dtype_name(s->kv->dtype()).c_str(),
+                o->golden.c_str(), s->lm.weight_format().c_str(), kv_dtype_name(s->kv().dtype()).c_str(),
                 exact ? "exact f32" : "top-1", atol);
     Generator gen(*s->runner);
     gen.set_prefill_chunk(o->rt.prefill_chunk);

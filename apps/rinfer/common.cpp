@@ -101,8 +101,7 @@ std::unique_ptr<Session> open_session(const std::string& model_path, const Runti
   ko.dtype = o.kv_cache_dtype == "auto"   ? s->lm.dtype
              : o.kv_cache_dtype == "int8" ? DType::I8
                                           : *dtype_from_user_name(o.kv_cache_dtype);
-  s->kv = std::make_unique<KVCache>(s->lm.model->kv_shape(), ko);
-  s->runner = std::make_unique<ModelRunner>(*s->lm.model, *s->kv, *s->pool);
+  s->runner = std::make_unique<ModelRunner>(*s->lm.model, ko, *s->pool);
   if (need_tokenizer) s->tokenizer = Tokenizer::load(model_path);
   return s;
 }

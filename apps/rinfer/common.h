@@ -39,10 +39,10 @@ CLI::Validator integer_in(int64_t min, int64_t max = INT64_MAX);
 CLI::Validator number_in(double min, double max, bool min_exclusive = false);
 
 struct Session {
+  KVCache& kv() { return runner->kv(); }
   std::unique_ptr<ThreadPool> pool;
   LoadedModel lm;
-  std::unique_ptr<KVCache> kv;
-  std::unique_ptr<ModelRunner> runner;  // the model, kv and pool above
+  std::unique_ptr<ModelRunner> runner;  // runs lm.model on pool, with its KV cache
   std::unique_ptr<Tokenizer> tokenizer;  // null when the model has none and none was needed
 };
 

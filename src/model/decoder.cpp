@@ -9,9 +9,9 @@
 namespace rinfer {
 
 Decoder::Decoder(const ModelConfig& cfg, TensorView embed, Range vocab_rows, std::vector<DecoderLayer> layers,
-                 RMSNorm final_norm, Linear lm_head, KVCacheShape kv_shape)
+                 RMSNorm final_norm, Linear lm_head, KVCacheShape kv_shape, const Shard& shard)
     : cfg_(cfg), embed_(std::move(embed)), vocab_(vocab_rows), layers_(std::move(layers)), final_norm_(final_norm),
-      lm_head_(lm_head), kv_shape_(kv_shape) {
+      lm_head_(lm_head), kv_shape_(kv_shape), shard_(shard) {
   RINFER_CHECK(embed_.dtype == DType::F32 || embed_.dtype == DType::F16 || embed_.dtype == DType::BF16,
                "token embeddings: unsupported dtype ", dtype_name(embed_.dtype));
   // [V, H], or BF16 blocked [V/8, H/32, 8, 32] (tied embeddings, see llama_layout.cpp).
@@ -63,6 +63,10 @@ void Decoder::forward(std::span<const BatchItem> batch, const KvView& kv, float*
   for (size_t b = 0; b < batch.size(); ++b) block_tables_[b] = batch[b].block_table.data();
   const ExecContext& exec = run.exec;
   Communicator& comm = run.comm ? *run.comm : single_process();
+  // A shard run without its peers would be silently wrong: its partial sums
+  // never meet the others'.
+  RINFER_CHECK(comm.world() == shard_.world && comm.rank() == shard_.rank, "the model was loaded as rank ",
+               shard_.rank, " of ", shard_.world, " but runs as rank ", comm.rank(), " of ", comm.world());
   const bool vocab_parallel = vocab_.size() != cfg_.vocab_size;
   bool prompt = false;
   for (const auto& item : batch) prompt = prompt || item.tokens.size() > 1;

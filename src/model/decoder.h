@@ -28,8 +28,10 @@ class Decoder : public Model {
   // them embeds to zeros and the ranks' rows are summed); lm_head: the
   // output layer, whole or column-parallel over the same vocabulary rows
   // (the ranks' logits are gathered).
+  // shard: which rank of how many the layers were loaded for; forward()
+  // refuses a communicator of another world.
   Decoder(const ModelConfig& cfg, TensorView embed, Range vocab_rows, std::vector<DecoderLayer> layers,
-          RMSNorm final_norm, Linear lm_head, KVCacheShape kv_shape);
+          RMSNorm final_norm, Linear lm_head, KVCacheShape kv_shape, const Shard& shard = {});
 
   const ModelConfig& config() const override { return cfg_; }
   KVCacheShape kv_shape() const override { return kv_shape_; }
@@ -46,6 +48,7 @@ class Decoder : public Model {
   RMSNorm final_norm_;
   Linear lm_head_;
   KVCacheShape kv_shape_;
+  Shard shard_;
   Workspace ws_;
   std::vector<int64_t> tok_pos_, tok_item_;
   std::vector<const int32_t*> block_tables_;

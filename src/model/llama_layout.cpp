@@ -120,7 +120,7 @@ std::unique_ptr<Model> make_llama_decoder(const ModelConfig& c, const WeightStor
   return std::make_unique<Decoder>(c, table, vocab,
                                    std::move(layers),
                                    RMSNorm::load(w, "model.norm.weight", c.hidden_size, c.rms_norm_eps), head,
-                                   kv_shape);
+                                   kv_shape, shard);
 }
 
 }  // namespace rinfer

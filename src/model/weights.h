@@ -28,7 +28,7 @@ class WeightStore {
   const std::map<std::string, TensorView>& tensors() const { return tensors_; }
   // Quantized matrices, by the name of their data tensor ("<prefix>.weight"),
   // as the loader laid them out for the kernels (the interleaved layout where
-  // the weights are copied into memory: kernels/cpu/ops.h). Their bytes are
+  // the weights are copied into memory: core/quantized_weight.h). Their bytes are
   // the data tensor's (and, in the separate layout, its scale tensor's).
   void add_quantized(const std::string& name, const QuantizedWeight& q);
   const QuantizedWeight* quantized(const std::string& name) const;

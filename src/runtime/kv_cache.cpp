@@ -20,7 +20,7 @@ KVCache::KVCache(const KVCacheShape& shape, const KVCacheOptions& opts) : shape_
   k_bytes_ = slots * size_t(shape.head_dim) * dtype_size(opts.dtype);
   v_bytes_ = slots * size_t(v_dim) * dtype_size(opts.dtype);
   if (opts.dtype == DType::I8) {
-    // One f32 scale per (slot, head) for K and for V (kernels/cpu/ops.h PagedKV).
+    // One f32 scale per (slot, head) for K and for V (core/paged_kv.h).
     k_scale_floats_ = slots;
     v_scale_floats_ = v_dim > 0 ? slots : 0;
   }

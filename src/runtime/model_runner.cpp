@@ -6,7 +6,8 @@
 
 namespace rinfer {
 
-ModelRunner::ModelRunner(Model& model, KVCache& kv, ThreadPool& pool, Communicator* comm) : model_(model), kv_(kv) {
+ModelRunner::ModelRunner(Model& model, const KVCacheOptions& kv, ThreadPool& pool, Communicator* comm)
+    : model_(model), kv_(model.kv_shape(), kv) {
   run_.exec.device = Device::Cpu;
   run_.exec.pool = &pool;
   run_.comm = comm;

@@ -1,8 +1,8 @@
 #pragma once
-// ModelRunner: the one place a model runs. It holds the model, its KV cache,
-// the threads and the communicator of the ranks, runs batches through
-// Model::forward, and turns a row of logits into a sampled token (with its
-// logprobs). Generator (run, validate, bench) and Engine (serve) are its
+// ModelRunner: the one place a model runs. It owns the model's KV cache and
+// runs the model (owned with its weights by whoever loaded it) on the threads
+// and with the communicator of the ranks: batches through Model::forward, and
+// a row of logits into a sampled token (with its logprobs). Generator (run, validate, bench) and Engine (serve) are its
 // clients; a worker rank of a parallel model will run only a model runner.
 #include <cstdint>
 #include <span>
@@ -30,9 +30,9 @@ struct SampledToken {
 
 class ModelRunner {
  public:
-  // model and kv (made for model.kv_shape()) must outlive the runner; comm
-  // null: a world of one.
-  ModelRunner(Model& model, KVCache& kv, ThreadPool& pool, Communicator* comm = nullptr);
+  // The cache is made for model.kv_shape() with `kv`'s options; model and
+  // pool must outlive the runner; comm null: a world of one.
+  ModelRunner(Model& model, const KVCacheOptions& kv, ThreadPool& pool, Communicator* comm = nullptr);
 
   const ModelConfig& config() const { return model_.config(); }
   int64_t vocab_size() const { return model_.config().vocab_size; }
@@ -52,7 +52,7 @@ class ModelRunner {
 
  private:
   Model& model_;
-  KVCache& kv_;
+  KVCache kv_;
   RunContext run_;
   std::vector<float> scratch_;
   std::vector<int32_t> idx_;

@@ -63,9 +63,9 @@ int32_t Sampler::sample(float* logits, int64_t n, std::span<const int32_t> histo
     const int64_t keep = top_p_prefix(probs_.data(), int64_t(idx_.size()), sum_of(probs_.data(), p_.top_k));
     return idx_[size_t(walk(probs_.data(), keep, uniform()))];
   }
-  // Every token: softmax((logits - max) / T) by the kernel (vectorized, the
-  // sum in double; over a 150k vocabulary the scalar double exponentials
-  // took 1.1 ms a token, and a scalar loop of divisions 0.19).
+  // Every token: softmax((logits - max) / T) as one op (vectorized, the sum
+  // in double): scalar exponentials over a 150k vocabulary cost a token's
+  // worth of time.
   probs_.resize(size_t(n));
   ops::softmax_tempered(logits, n, p_.temperature, probs_.data());
   const double u = uniform();
@@ -74,7 +74,7 @@ int32_t Sampler::sample(float* logits, int64_t n, std::span<const int32_t> histo
 }
 
 // top-p over every token without sorting them all (a full sort of a 150k
-// vocabulary took 17 ms a token): the tokens most probable first (ties to
+// vocabulary costs more than the decode step): the tokens most probable first (ties to
 // the lower id) up to the first whose running share reaches top_p are found
 // by the probabilities' float bits, which order them (p >= 0): the mass per
 // exponent, then per next 8 bits inside the exponent where the share

@@ -27,11 +27,11 @@ inline void expect_matches_golden(const std::filesystem::path& model_dir, const 
   ko.block_size = 4;  // small blocks: every prompt spans several, in any order
   ko.n_blocks = 64;
   ko.dtype = DType::F32;
-  KVCache kv(lm.model->kv_shape(), ko);
+  ModelRunner runner(*lm.model, ko, pool);
+  KVCache& kv = runner.kv();
   // Take some blocks first so the sequence's blocks are not 0, 1, 2, ...
   std::vector<int32_t> hold;
   kv.reserve(hold, 12);
-  ModelRunner runner(*lm.model, kv, pool);
   Generator gen(runner);
   for (const auto& p : manifest["prompts"]) {
     SCOPED_TRACE(p["name"].get<std::string>());

@@ -88,10 +88,10 @@ Comparison compare_with_rinfer(const fs::path& model_dir, const std::vector<int3
   ko.block_size = 4;
   ko.n_blocks = 32;
   ko.dtype = DType::F32;
-  KVCache kv(lm.model->kv_shape(), ko);
+  ModelRunner runner(*lm.model, ko, pool);
+  KVCache& kv = runner.kv();
   std::vector<int32_t> hold;
   kv.reserve(hold, 5);  // the sequence's blocks are then not 0, 1, 2, ...
-  ModelRunner runner(*lm.model, kv, pool);
   Generator gen(runner);
   std::vector<float> prompt_logits, step_logits;
   gen.score(std::span<const int32_t>(ids.data(), n_prompt),

@@ -20,12 +20,10 @@ class Stories : public ::testing::Test {
     KVCacheOptions ko;
     ko.n_blocks = 32;  // 512 positions
     ko.dtype = DType::F32;
-    kv_ = std::make_unique<KVCache>(lm_.model->kv_shape(), ko);
-    runner_ = std::make_unique<ModelRunner>(*lm_.model, *kv_, *pool_);
+    runner_ = std::make_unique<ModelRunner>(*lm_.model, ko, *pool_);
   }
   std::unique_ptr<ThreadPool> pool_;
   LoadedModel lm_;
-  std::unique_ptr<KVCache> kv_;
   std::unique_ptr<ModelRunner> runner_;
 };
 

@@ -35,10 +35,9 @@ TEST(SynthPresets, MiniDeepSeekV3RunsFromHfDirectory) {
   KVCacheOptions ko;
   ko.n_blocks = 8;
   ko.dtype = DType::BF16;
-  KVCache kv(lm.model->kv_shape(), ko);
+  ModelRunner runner(*lm.model, ko, pool);
   // MLA caches one latent row per token: (kv_lora + rope) values per layer.
-  EXPECT_EQ(kv.bytes_per_token(), size_t(4 * (64 + 16) * 2));
-  ModelRunner runner(*lm.model, kv, pool);
+  EXPECT_EQ(runner.kv().bytes_per_token(), size_t(4 * (64 + 16) * 2));
   Generator gen(runner);
   GenerateOptions go;
   go.max_new_tokens = 4;

@@ -345,8 +345,7 @@ void check_model(const std::string& family, int world, std::optional<QuantType> 
     LoadedModel lm = load_model(dir, mine, pool);
     KVCacheOptions ko;
     ko.n_blocks = 8;
-    KVCache kv(lm.model->kv_shape(), ko);
-    ModelRunner runner(*lm.model, kv, pool, comm);
+    ModelRunner runner(*lm.model, ko, pool, comm);
     Generator gen(runner);
     // Quantized: prompt chunks of decode size (the GEMV path, below).
     if (quant) gen.set_prefill_chunk(kc::quant_gemv_max_m());
@@ -389,6 +388,31 @@ TEST(TensorParallelModels, GoldenFamiliesOnTwoAndFourRanks) {
   check_model("mixtral", 2, std::nullopt);  // experts replicated, attention split
   check_model("llama", 2, QuantType::Q8);
   check_model("llama", 4, QuantType::Q4);
+}
+
+}  // namespace
+}  // namespace rinfer
+
+namespace rinfer {
+namespace {
+
+TEST(TensorParallelModels, AShardWithoutItsPeersIsAnError) {
+  ThreadPool pool(1);
+  LoadOptions lo;
+  lo.shard = {1, 2};
+  LoadedModel lm = load_model(test::testdata("golden/llama/hf").string(), lo, pool);
+  KVCacheOptions ko;
+  ko.n_blocks = 4;
+  ModelRunner runner(*lm.model, ko, pool);  // no communicator: a world of one
+  Generator gen(runner);
+  std::vector<float> logits, steps;
+  const int32_t prompt[2] = {1, 17};
+  try {
+    gen.score(prompt, {}, logits, steps);
+    FAIL() << "a rank-1-of-2 model ran alone";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1 of 2"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -35,9 +35,8 @@ class TestServer {
     ko.block_size = 16;
     ko.n_blocks = KVCache::blocks_for_tokens(o.kv_tokens, ko.block_size);
     ko.dtype = lm_.dtype;
-    kv_ = std::make_unique<KVCache>(lm_.model->kv_shape(), ko);
     tokenizer_ = Tokenizer::load(stories_dir());
-    runner_ = std::make_unique<ModelRunner>(*lm_.model, *kv_, *pool_);
+    runner_ = std::make_unique<ModelRunner>(*lm_.model, ko, *pool_);
     engine_ = std::make_unique<Engine>(*runner_, o.engine);
     o.http.port = 0;
     o.http.host = "127.0.0.1";
@@ -102,7 +101,6 @@ class TestServer {
  private:
   std::unique_ptr<ThreadPool> pool_;
   LoadedModel lm_;
-  std::unique_ptr<KVCache> kv_;
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<Engine> engine_;
