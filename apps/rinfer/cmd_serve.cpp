@@ -97,30 +97,31 @@ Runner add_serve(CLI::App& app) {
     pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
     signal(SIGPIPE, SIG_IGN);
 
-    RuntimeOptions rt = o->rt;
-    const bool sized_by_tokens = rt.kv_cache_tokens > 0;
-    if (!sized_by_tokens) rt.kv_cache_tokens = rt.block_size;  // provisional: sized below from the model's shape
-    auto s = open_session(o->model, rt, /*need_tokenizer=*/true);
+    const RuntimeOptions& rt = o->rt;
+    auto model_len_of = [&](const ModelConfig& cfg) {
+      return o->max_model_len > 0 ? std::min(cfg.max_position_embeddings, o->max_model_len)
+                                  : cfg.max_position_embeddings;
+    };
+    // Without --kv-cache-tokens the cache is sized from the model's bytes per
+    // token: --kv-cache-memory, or max-num-seqs full sequences within 1 GiB.
+    KvSizer size_kv;
+    if (rt.kv_cache_tokens == 0)
+      size_kv = [&](const LoadedModel& lm, DType kv_dtype) {
+        const uint64_t per_token = KVCache::bytes_per_token(lm.model->kv_shape(), kv_dtype);
+        const int64_t model_len = model_len_of(lm.config);
+        int64_t tokens;
+        if (mem->count() > 0) {
+          tokens = int64_t(parse_bytes(o->kv_cache_memory) / per_token);
+        } else {
+          tokens = std::min<int64_t>(o->max_num_seqs * model_len, int64_t((uint64_t(1) << 30) / per_token));
+          tokens = std::max(tokens, model_len);
+        }
+        RINFER_CHECK(tokens >= rt.block_size, "--kv-cache-memory ", o->kv_cache_memory, " holds less than one block");
+        return tokens / rt.block_size * rt.block_size;
+      };
+    auto s = open_session(o->model, rt, /*need_tokenizer=*/true, size_kv);
     const auto& cfg = s->lm.config;
-    int64_t model_len = cfg.max_position_embeddings;
-    if (o->max_model_len > 0) model_len = std::min(model_len, o->max_model_len);
-    if (!sized_by_tokens) {
-      const uint64_t per_token = s->kv().bytes_per_token();
-      int64_t tokens;
-      if (mem->count() > 0) {
-        tokens = int64_t(parse_bytes(o->kv_cache_memory) / per_token);
-      } else {
-        tokens = std::min<int64_t>(o->max_num_seqs * model_len, int64_t((uint64_t(1) << 30) / per_token));
-        tokens = std::max(tokens, model_len);
-      }
-      RINFER_CHECK(tokens >= rt.block_size, "--kv-cache-memory ", o->kv_cache_memory, " holds less than one block");
-      KVCacheOptions ko;
-      ko.block_size = rt.block_size;
-      ko.n_blocks = tokens / rt.block_size;
-      ko.dtype = s->kv().dtype();
-      s->runner.reset();
-      s->runner = std::make_unique<ModelRunner>(*s->lm.model, ko, *s->pool);
-    }
+    const int64_t model_len = model_len_of(cfg);
     EngineOptions eo;
     eo.scheduler.policy = policy;
     eo.scheduler.max_num_seqs = o->max_num_seqs;

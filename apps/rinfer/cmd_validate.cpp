@@ -105,6 +105,8 @@ Runner add_validate(CLI::App& app) {
   return [o]() -> int {
     if (!o->ref.reference.empty()) {
       if (o->model.empty()) throw CLI::RequiredError("--reference needs --model");
+      // Two models side by side would need two sets of ranks.
+      RINFER_CHECK(o->rt.tp == 1, "validate --reference runs in one process; --tp applies to --golden");
       o->ref.model = o->model;
       o->ref.golden = o->golden;
       o->ref.json_out = o->json_out;

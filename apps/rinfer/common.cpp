@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "parallel/mpi.h"
 
 namespace rinfer::cli {
 
@@ -61,6 +62,10 @@ void add_runtime_options(CLI::App* cmd, RuntimeOptions& o) {
                   "For a Hugging Face --model with --dtype int8|int4: quantize the output layer too, int8|int4 (as "
                   "convert --lm-head)")
       ->check(CLI::IsMember({"int8", "int4"}));
+  cmd->add_option("--tp", o.tp,
+                  "Tensor-parallel ranks: run under mpirun -np TP, each rank holding its shard of every layer "
+                  "(heads, MLP width, vocabulary); default 1")
+      ->check(integer_in(1, 1024));
   cmd->add_option("--weights", o.weights,
                   "copy: read weights into anonymous memory (fast decode, default); mmap: map the files")
       ->check(CLI::IsMember({"copy", "mmap"}));
@@ -73,10 +78,22 @@ void add_prefill_chunk_option(CLI::App* cmd, RuntimeOptions& o) {
       ->check(integer_in(0));
 }
 
-std::unique_ptr<Session> open_session(const std::string& model_path, const RuntimeOptions& o, bool need_tokenizer) {
+std::unique_ptr<Session> open_session(const std::string& model_path, const RuntimeOptions& o, bool need_tokenizer,
+                                      const KvSizer& kv_tokens) {
   auto s = std::make_unique<Session>();
-  s->pool = std::make_unique<ThreadPool>(o.threads);
+  Communicator* comm = nullptr;
   LoadOptions lo;
+  int threads = o.threads;
+  if (o.tp > 1 || mpi::env_world_size() > 1) {
+    RINFER_CHECK(mpi::launched(), "--tp ", o.tp, " needs mpirun -np ", o.tp, " (it runs one rank per process)");
+    RINFER_CHECK(mpi::env_world_size() == o.tp, "--tp ", o.tp, " but mpirun started ", mpi::env_world_size(),
+                 " ranks (run mpirun -np ", o.tp, ")");
+    comm = &mpi::world();
+    lo.shard = {comm->rank(), comm->world()};
+    // The host's cores shared by its ranks, unless --threads says otherwise.
+    if (threads == 0) threads = std::max(1, ThreadPool::hardware_threads() / std::max(1, mpi::env_local_size()));
+  }
+  s->pool = std::make_unique<ThreadPool>(threads);
   if (o.dtype != "auto") {
     const auto wf = parse_weight_format(o.dtype);
     RINFER_CHECK(wf.has_value(), "unknown --dtype ", o.dtype);
@@ -97,11 +114,21 @@ std::unique_ptr<Session> open_session(const std::string& model_path, const Runti
   int64_t tokens = o.kv_cache_tokens > 0 ? o.kv_cache_tokens : std::min<int64_t>(cfg.max_position_embeddings, 4096);
   KVCacheOptions ko;
   ko.block_size = o.block_size;
-  ko.n_blocks = KVCache::blocks_for_tokens(tokens, o.block_size);
   ko.dtype = o.kv_cache_dtype == "auto"   ? s->lm.dtype
              : o.kv_cache_dtype == "int8" ? DType::I8
                                           : *dtype_from_user_name(o.kv_cache_dtype);
-  s->runner = std::make_unique<ModelRunner>(*s->lm.model, ko, *s->pool);
+  if (kv_tokens) {
+    // Rank 0 decides (a rank's own shard would size its cache differently).
+    tokens = !comm || comm->rank() == 0 ? kv_tokens(s->lm, ko.dtype) : 0;
+    if (comm) comm->broadcast(&tokens, sizeof tokens, 0);
+  }
+  ko.n_blocks = KVCache::blocks_for_tokens(tokens, o.block_size);
+  s->runner = std::make_unique<ModelRunner>(*s->lm.model, ko, *s->pool, comm);
+  if (!s->runner->leader()) {
+    s->runner->work();
+    std::fflush(stdout);
+    std::exit(0);
+  }
   if (need_tokenizer) s->tokenizer = Tokenizer::load(model_path);
   return s;
 }

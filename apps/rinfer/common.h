@@ -1,6 +1,7 @@
 #pragma once
 // Shared pieces of the rinfer subcommands: runtime options, opening a model
 // with its KV cache, thread pool and tokenizer, small parsers.
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@ struct RuntimeOptions {
   std::string lm_head;          // HF directories with int8/int4: "int8"|"int4" quantizes lm_head too (convert --lm-head)
   std::string weights = "copy";
   int64_t prefill_chunk = Generator::kDefaultPrefillChunk;  // prompt tokens per forward call (0: all)
+  int tp = 1;  // tensor-parallel ranks (under mpirun)
 };
 
 void add_runtime_options(CLI::App* cmd, RuntimeOptions& o);
@@ -46,7 +48,15 @@ struct Session {
   std::unique_ptr<Tokenizer> tokenizer;  // null when the model has none and none was needed
 };
 
-std::unique_ptr<Session> open_session(const std::string& model_path, const RuntimeOptions& o, bool need_tokenizer);
+// With --tp T > 1 (under mpirun -np T) every rank loads its shard; rank 0
+// returns the session the command drives, the other ranks serve rank 0's
+// batches inside this call and then end the process (exit 0).
+// kv_tokens, when given, sizes the KV cache (in tokens) from the loaded model
+// and the cache dtype instead of --kv-cache-tokens; with several ranks rank
+// 0's answer holds for all (their block ids must match).
+using KvSizer = std::function<int64_t(const LoadedModel& lm, DType kv_dtype)>;
+std::unique_ptr<Session> open_session(const std::string& model_path, const RuntimeOptions& o, bool need_tokenizer,
+                                      const KvSizer& kv_tokens = {});
 
 // "int8" for DType::I8 (the --kv-cache-dtype spelling), else dtype_user_name.
 std::string kv_dtype_name(DType dt);

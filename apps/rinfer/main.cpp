@@ -8,10 +8,19 @@
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "kernels/cpu/ops.h"
+#include "parallel/mpi.h"
 #include "perf/decode_tuning.h"
 #include "rinfer_git_commit.h"  // generated at build time (cmake/git_commit.cmake)
 
 namespace {
+// A rank that fails under mpirun ends the whole job: the other ranks may be
+// waiting for it in a collective and would never learn otherwise.
+int end_job(int code) {
+  std::fflush(stderr);
+  if (rinfer::mpi::active()) rinfer::mpi::abort_job(code);
+  return code;
+}
+
 // Every error is one line, whatever bytes a path or message carries.
 void print_error(std::string msg) {
   std::replace_if(msg.begin(), msg.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
@@ -65,16 +74,16 @@ int main(int argc, char** argv) {
     rinfer::perf::apply_decode_tuning();  // and so is a bad RINFER_DECODE_PREFETCH
     for (auto* sub : app.get_subcommands()) return runners.at(sub)();
   } catch (const CLI::ParseError& e) {  // option combinations a runner checks itself
-    return usage_error(e.what());
+    return end_job(usage_error(e.what()));
   } catch (const rinfer::Error& e) {
     print_error(e.what());
-    return 1;
+    return end_job(1);
   } catch (const std::bad_alloc&) {
     print_error("out of memory");
-    return 1;
+    return end_job(1);
   } catch (const std::exception& e) {
     print_error(e.what());
-    return 1;
+    return end_job(1);
   }
   return 1;
 }

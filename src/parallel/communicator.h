@@ -22,6 +22,8 @@ class Communicator {
   // sum(counts) floats, rank r's part at column offset sum(counts[0..r)).
   virtual void all_gather_columns(const float* send, int64_t rows, std::span<const int64_t> counts,
                                   float* recv) = 0;
+  // data (bytes bytes) of rank `root`, on every rank.
+  virtual void broadcast(void* data, int64_t bytes, int root) = 0;
 };
 
 class SingleProcess final : public Communicator {
@@ -30,6 +32,7 @@ class SingleProcess final : public Communicator {
   int world() const override { return 1; }
   void all_reduce_sum(float*, int64_t) override {}
   void all_gather_columns(const float* send, int64_t rows, std::span<const int64_t> counts, float* recv) override;
+  void broadcast(void*, int64_t, int) override {}
 };
 
 // The communicator of a world of one, shared by every single-process model.

@@ -36,11 +36,11 @@ KVCache::KVCache(const KVCacheShape& shape, const KVCacheOptions& opts) : shape_
   for (int64_t l = 0; l < shape.n_layers; ++l) layers_.push_back(make_layer(l));
 }
 
-size_t KVCache::bytes_per_token() const {
-  const int64_t v_dim = shape_.v_head_dim < 0 ? shape_.head_dim : shape_.v_head_dim;
-  size_t n = size_t(shape_.n_layers * shape_.n_kv_heads * (shape_.head_dim + v_dim)) * dtype_size(opts_.dtype);
-  if (opts_.dtype == DType::I8)  // + one f32 scale per head for K (and V)
-    n += size_t(shape_.n_layers * shape_.n_kv_heads * (v_dim > 0 ? 2 : 1)) * sizeof(float);
+size_t KVCache::bytes_per_token(const KVCacheShape& shape, DType dtype) {
+  const int64_t v_dim = shape.v_head_dim < 0 ? shape.head_dim : shape.v_head_dim;
+  size_t n = size_t(shape.n_layers * shape.n_kv_heads * (shape.head_dim + v_dim)) * dtype_size(dtype);
+  if (dtype == DType::I8)  // + one f32 scale per head for K (and V)
+    n += size_t(shape.n_layers * shape.n_kv_heads * (v_dim > 0 ? 2 : 1)) * sizeof(float);
   return n;
 }
 

@@ -34,7 +34,8 @@ class KVCache {
   int64_t capacity_tokens() const { return opts_.n_blocks * opts_.block_size; }
   DType dtype() const { return opts_.dtype; }
   size_t bytes() const { return storage_.size() + scales_.size(); }
-  size_t bytes_per_token() const;
+  size_t bytes_per_token() const { return bytes_per_token(shape_, opts_.dtype); }
+  static size_t bytes_per_token(const KVCacheShape& shape, DType dtype);
 
   // Grow `table` so it covers n_tokens positions. Throws rinfer::Error when the
   // pool is exhausted (leaving the table as it was).

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/error.h"
+#include "parallel/communicator.h"
+
 namespace rinfer {
 
 ModelRunner::ModelRunner(Model& model, const KVCacheOptions& kv, ThreadPool& pool, Communicator* comm)
@@ -13,7 +16,77 @@ ModelRunner::ModelRunner(Model& model, const KVCacheOptions& kv, ThreadPool& poo
   run_.comm = comm;
 }
 
+namespace {
+// What rank 0 tells the others, first of every message: [kind, items, payload].
+enum : int64_t { kForward = 1, kStop = 2 };
+}  // namespace
+
+ModelRunner::~ModelRunner() {
+  try {
+    release_workers();
+  } catch (...) {
+    // Nothing to report to here; the job's launcher sees the other ranks end.
+  }
+}
+
+bool ModelRunner::leader() const { return !run_.comm || run_.comm->rank() == 0; }
+
+void ModelRunner::release_workers() {
+  if (released_ || !run_.comm || run_.comm->world() == 1 || !leader()) return;
+  released_ = true;
+  send(kStop, {});
+}
+
+// Payload: per item [tokens, start_pos, logit rows, table length], then every
+// item's token ids and block table, one int64 each.
+void ModelRunner::send(int64_t kind, std::span<const BatchItem> batch) {
+  msg_.clear();
+  for (const auto& item : batch)
+    msg_.insert(msg_.end(), {int64_t(item.tokens.size()), item.start_pos, int64_t(item.logits),
+                             int64_t(item.block_table.size())});
+  for (const auto& item : batch) {
+    msg_.insert(msg_.end(), item.tokens.begin(), item.tokens.end());
+    msg_.insert(msg_.end(), item.block_table.begin(), item.block_table.end());
+  }
+  int64_t head[3] = {kind, int64_t(batch.size()), int64_t(msg_.size())};
+  run_.comm->broadcast(head, sizeof head, 0);
+  if (!msg_.empty()) run_.comm->broadcast(msg_.data(), int64_t(msg_.size() * sizeof(int64_t)), 0);
+}
+
+void ModelRunner::work() {
+  if (leader()) return;
+  for (;;) {
+    int64_t head[3] = {0, 0, 0};
+    run_.comm->broadcast(head, sizeof head, 0);
+    if (head[0] == kStop) return;
+    RINFER_CHECK(head[0] == kForward && head[1] >= 0 && head[2] >= 4 * head[1], "rank ", run_.comm->rank(),
+                 ": a malformed message from rank 0");
+    msg_.resize(size_t(head[2]));
+    run_.comm->broadcast(msg_.data(), head[2] * int64_t(sizeof(int64_t)), 0);
+    const size_t n = size_t(head[1]);
+    ids_.resize(msg_.size() - 4 * n);
+    for (size_t i = 4 * n; i < msg_.size(); ++i) ids_[i - 4 * n] = int32_t(msg_[i]);
+    items_.resize(n);
+    size_t at = 0;
+    for (size_t b = 0; b < n; ++b) {
+      const int64_t* d = msg_.data() + 4 * b;
+      items_[b].tokens = std::span<const int32_t>(ids_.data() + at, size_t(d[0]));
+      at += size_t(d[0]);
+      items_[b].start_pos = d[1];
+      items_[b].logits = LogitRows(d[2]);
+      items_[b].block_table = std::span<const int32_t>(ids_.data() + at, size_t(d[3]));
+      at += size_t(d[3]);
+    }
+    logits_.resize(size_t(Model::logit_rows(items_) * vocab_size()));
+    model_.forward(items_, kv_.view(), logits_.data(), run_);
+  }
+}
+
 void ModelRunner::forward(std::span<const BatchItem> batch, float* logits) {
+  if (run_.comm && run_.comm->world() > 1) {
+    RINFER_CHECK(leader(), "rank ", run_.comm->rank(), " runs rank 0's batches (work()), it is not driven itself");
+    send(kForward, batch);
+  }
   model_.forward(batch, kv_.view(), logits, run_);
 }
 

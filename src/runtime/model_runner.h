@@ -2,8 +2,14 @@
 // ModelRunner: the one place a model runs. It owns the model's KV cache and
 // runs the model (owned with its weights by whoever loaded it) on the threads
 // and with the communicator of the ranks: batches through Model::forward, and
-// a row of logits into a sampled token (with its logprobs). Generator (run, validate, bench) and Engine (serve) are its
-// clients; a worker rank of a parallel model will run only a model runner.
+// a row of logits into a sampled token (with its logprobs). Generator (run,
+// validate, bench) and Engine (serve) are its clients.
+//
+// Over several ranks (a tensor-parallel model, one shard per rank) rank 0's
+// runner leads: its forward() first broadcasts the batch (token ids,
+// positions, block tables; never activations), and every other rank's
+// runner, in work(), runs the same batch on its shard, so that every rank's
+// KV cache follows rank 0's scheduler. Only rank 0 samples.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -33,6 +39,17 @@ class ModelRunner {
   // The cache is made for model.kv_shape() with `kv`'s options; model and
   // pool must outlive the runner; comm null: a world of one.
   ModelRunner(Model& model, const KVCacheOptions& kv, ThreadPool& pool, Communicator* comm = nullptr);
+  // Rank 0 releases the other ranks' work() loops.
+  ~ModelRunner();
+  ModelRunner(const ModelRunner&) = delete;
+  ModelRunner& operator=(const ModelRunner&) = delete;
+
+  // Rank 0 (or a world of one): the runner that is driven; the others work().
+  bool leader() const;
+  // The other ranks: run rank 0's batches until its runner ends.
+  void work();
+  // Rank 0: end the other ranks' work() now (the destructor does it too).
+  void release_workers();
 
   const ModelConfig& config() const { return model_.config(); }
   int64_t vocab_size() const { return model_.config().vocab_size; }
@@ -54,6 +71,13 @@ class ModelRunner {
   Model& model_;
   KVCache kv_;
   RunContext run_;
+  bool released_ = false;
+  // The batch as it travels between ranks, and a worker's copy of it.
+  std::vector<int64_t> msg_;
+  std::vector<int32_t> ids_;
+  std::vector<BatchItem> items_;
+  std::vector<float> logits_;
+  void send(int64_t kind, std::span<const BatchItem> batch);
   std::vector<float> scratch_;
   std::vector<int32_t> idx_;
 };

@@ -4,6 +4,8 @@
 // barrier and exchange through memory. Sums run in rank order, so a result
 // does not depend on which thread arrives first.
 #include <barrier>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <cstring>
 #include <functional>
@@ -29,6 +31,7 @@ class FakeWorld {
   int n_;
   std::barrier<> barrier_;
   std::vector<const float*> send_;
+  const void* root_bytes_ = nullptr;
 };
 
 class FakeCommunicator final : public Communicator {
@@ -59,6 +62,12 @@ class FakeCommunicator final : public Communicator {
     }
     w_.barrier_.arrive_and_wait();
   }
+  void broadcast(void* data, int64_t bytes, int root) override {
+    if (rank_ == root) w_.root_bytes_ = data;
+    w_.barrier_.arrive_and_wait();
+    if (rank_ != root) std::memcpy(data, w_.root_bytes_, size_t(bytes));
+    w_.barrier_.arrive_and_wait();
+  }
 
  private:
   FakeWorld& w_;
@@ -67,19 +76,19 @@ class FakeCommunicator final : public Communicator {
 
 inline void FakeWorld::run(const std::function<void(int rank, Communicator& comm)>& fn) {
   std::vector<std::thread> threads;
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(n_));
   for (int r = 0; r < n_; ++r)
     threads.emplace_back([&, r] {
       FakeCommunicator comm(*this, r);
       try {
         fn(r, comm);
-      } catch (...) {
-        errors[size_t(r)] = std::current_exception();
+      } catch (const std::exception& e) {
+        // The other ranks may be waiting for this one at a barrier: end the
+        // test loudly rather than hang it.
+        std::fprintf(stderr, "rank %d of the fake world failed: %s\n", r, e.what());
+        std::abort();
       }
     });
   for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
 }
 
 }  // namespace rinfer::test
