@@ -57,6 +57,12 @@ GqaAttention GqaAttention::load(const GqaShape& s, const WeightStore& w, const s
   RINFER_CHECK(NKV % W == 0 || W % NKV == 0, "tensor parallelism: ", NKV, " K/V heads do not split over ", W,
                " ranks (nor divide them)");
   const int64_t h0 = r * (NH / W), h1 = h0 + NH / W;
+  // o_proj's columns are cut at the heads: they must end on its layout's
+  // units (quantization groups, 32-column tiles).
+  const int64_t unit = ops::matrix_column_unit(Linear::load(w, P + o, NH * D, H, false).matrix());
+  RINFER_CHECK((NH / W * D) % unit == 0, "tensor parallelism: ", NH / W, " heads of ", D, " per rank are ",
+               NH / W * D, " columns of ", P, o, ", not a multiple of its ", unit,
+               "-column units (quantization groups: convert with a smaller --group-size)");
   const int64_t kv0 = NKV >= W ? r * (NKV / W) : int64_t(r) * NKV / W, kv1 = NKV >= W ? kv0 + NKV / W : kv0 + 1;
   return GqaAttention(s, Linear::load_rows(w, P + q, H, NH * D, qkv_bias, {h0 * D, h1 * D}),
                       Linear::load_rows(w, P + k, H, NKV * D, qkv_bias, {kv0 * D, kv1 * D}),

@@ -327,6 +327,19 @@ TEST(TensorParallelShards, HeadsThatDoNotSplitAreAClearError) {
   add_linear(ws, "attn.v_proj", 32, 64, Layout::F32, 3);
   add_linear(ws, "attn.o_proj", 64, 3 * 32, Layout::F32, 4);
   EXPECT_THROW(GqaAttention::load({64, 3, 1, 32}, ws, "attn.", true, true, nullptr, {}, {0, 2}), Error);
+  // Whole heads, but their o_proj columns (2 heads of 8) end inside a
+  // quantization group of 32.
+  WeightStore q;
+  add_linear(q, "attn.q_proj", 4 * 8, 64, Layout::Q8, 1);
+  add_linear(q, "attn.k_proj", 16, 64, Layout::Q8, 2);
+  add_linear(q, "attn.v_proj", 16, 64, Layout::Q8, 3);
+  add_linear(q, "attn.o_proj", 64, 4 * 8, Layout::Q8, 4);
+  try {
+    GqaAttention::load({64, 4, 2, 8}, q, "attn.", true, true, nullptr, {}, {0, 2});
+    FAIL() << "o_proj cut inside a group";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a multiple of its 32-column units"), std::string::npos) << e.what();
+  }
 }
 
 // A whole golden model on `world` ranks, driven by rank 0's runner: its
