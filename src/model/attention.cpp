@@ -76,11 +76,11 @@ const float* token_angles(const ForwardContext& ctx, const RotaryEmbedding& rope
   TokenAngles& ta = ctx.angles ? *ctx.angles : fresh;
   if (ta.owner == &rope) return ta.cs;
   const int64_t R = rope.rot_dim();
-  float* cs = ctx.ws->get(Workspace::kAngles, size_t(ctx.n_tokens * R));
-  for_rows(ctx.exec, ctx.n_tokens, [&](int64_t t0, int64_t t1) {
+  float* cs = ctx.ws->get(Workspace::kAngles, size_t(ctx.tokens.n_tokens * R));
+  for_rows(ctx.exec, ctx.tokens.n_tokens, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      const BatchItem& item = ctx.batch[size_t(ctx.tok_item[t])];
-      rope.angles(ctx.tok_pos[t], item.start_pos + int64_t(item.tokens.size()), cs + t * R);
+      const BatchItem& item = ctx.batch[size_t(ctx.tokens.seq[t])];
+      rope.angles(ctx.tokens.pos[t], item.start_pos + int64_t(item.tokens.size()), cs + t * R);
     }
   });
   ta.owner = &rope;
@@ -89,7 +89,7 @@ const float* token_angles(const ForwardContext& ctx, const RotaryEmbedding& rope
 }
 
 void GqaAttention::forward(const float* h, const ForwardContext& ctx, int64_t layer, float* out) {
-  const int64_t T = ctx.n_tokens, D = s_.head_dim, NH = n_heads_, NKV = n_kv_heads_;
+  const int64_t T = ctx.tokens.n_tokens, D = s_.head_dim, NH = n_heads_, NKV = n_kv_heads_;
   Workspace& ws = *ctx.ws;
   float* q = ws.get(Workspace::kQ, size_t(T * NH * D));
   float* k = ws.get(Workspace::kK, size_t(T * NKV * D));
@@ -113,8 +113,8 @@ void GqaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
         k_norm_.forward(k + t0 * NKV * D, (t1 - t0) * NKV, k + t0 * NKV * D);
       }
       for (int64_t t = t0; t < t1; ++t) {
-        const BatchItem& item = ctx.batch[size_t(ctx.tok_item[t])];
-        const int64_t pos = ctx.tok_pos[t];
+        const BatchItem& item = ctx.batch[size_t(ctx.tokens.seq[t])];
+        const int64_t pos = ctx.tokens.pos[t];
         if (rope_) {
           rope_->apply_angles(q + t * NH * D, NH, D, angles + t * R);
           rope_->apply_angles(k + t * NKV * D, NKV, D, angles + t * R);

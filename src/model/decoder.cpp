@@ -117,10 +117,6 @@ void Decoder::forward(std::span<const BatchItem> batch, const KvView& kv, float*
   ctx.comm = &comm;
   ctx.batch = batch;
   ctx.tokens = {T, tok_pos_.data(), tok_item_.data(), block_tables_.data(), max_ctx};
-  ctx.tok_pos = tok_pos_.data();
-  ctx.tok_item = tok_item_.data();
-  ctx.n_tokens = T;
-  ctx.max_ctx = max_ctx;
   ctx.kv = &kv;
   ctx.ws = &ws_;
   ctx.angles = &angles;

@@ -27,11 +27,9 @@ struct ForwardContext {
   ExecContext exec;
   Communicator* comm = &single_process();
   std::span<const BatchItem> batch;
-  ops::TokenBatch tokens;  // position, sequence and block table of each token
-  const int64_t* tok_pos = nullptr;   // = tokens.pos
-  const int64_t* tok_item = nullptr;  // = tokens.seq: index into batch
-  int64_t n_tokens = 0;
-  int64_t max_ctx = 0;  // longest sequence (positions) in the batch
+  // Each token's position (pos), index into batch (seq) and block table, the
+  // number of tokens and the longest context.
+  ops::TokenBatch tokens;
   const KvView* kv = nullptr;
   Workspace* ws = nullptr;
   TokenAngles* angles = nullptr;  // the pass's; null: every call of token_angles takes them anew

@@ -29,7 +29,7 @@ class PostNormAttention : public AttentionBlock {
   PostNormAttention(std::unique_ptr<AttentionBlock> inner, RMSNorm norm) : inner_(std::move(inner)), norm_(norm) {}
   void forward(const float* h, const ForwardContext& ctx, int64_t layer, float* out) override {
     inner_->forward(h, ctx, layer, out);
-    norm_.forward(out, ctx.n_tokens, out);
+    norm_.forward(out, ctx.tokens.n_tokens, out);
   }
   uint64_t weight_bytes() const override { return inner_->weight_bytes() + uint64_t(norm_.dim) * sizeof(float); }
 

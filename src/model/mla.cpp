@@ -48,7 +48,7 @@ uint64_t MlaAttention::weight_bytes() const {
 }
 
 void MlaAttention::forward(const float* h, const ForwardContext& ctx, int64_t layer, float* out) {
-  const int64_t T = ctx.n_tokens, NH = s_.n_heads, L = s_.kv_lora_rank, R = s_.rope_dim, N = s_.nope_dim,
+  const int64_t T = ctx.tokens.n_tokens, NH = s_.n_heads, L = s_.kv_lora_rank, R = s_.rope_dim, N = s_.nope_dim,
                 V = s_.v_dim, QK = N + R, ROW = L + R;
   Workspace& ws = *ctx.ws;
   float* q = ws.get(Workspace::kQ, size_t(T * NH * QK));
@@ -77,8 +77,8 @@ void MlaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
   scope.emplace(profile::Stage::AttnPrep);
   const float* angles = token_angles(ctx, *rope_);
   for (int64_t t = 0; t < T; ++t) {
-    const BatchItem& item = ctx.batch[size_t(ctx.tok_item[t])];
-    const int64_t pos = ctx.tok_pos[t];
+    const BatchItem& item = ctx.batch[size_t(ctx.tokens.seq[t])];
+    const int64_t pos = ctx.tokens.pos[t];
     float* row = kv + t * ROW;
     kv_a_norm_.forward(row, 1, row);  // normalizes the latent part only (first L values)
     const float* a = angles + t * rope_->rot_dim();

@@ -242,10 +242,6 @@ std::vector<float> run_attention(GqaAttention& attn, int64_t n_kv_heads, int64_t
     ForwardContext ctx = layer_context(pool, comm, ws);
     ctx.batch = {&item, 1};
     ctx.tokens = {n, pos.data(), seq.data(), tables, start + n};
-    ctx.tok_pos = pos.data();
-    ctx.tok_item = seq.data();
-    ctx.n_tokens = n;
-    ctx.max_ctx = start + n;
     ctx.kv = &view;
     ctx.angles = &angles;
     std::vector<float> o(size_t(n * hidden));
