@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/process_stats.h"
 #include "kernels/cpu/ops.h"
+#include "ops/ops.h"
 #include "perf/decode_tuning.h"
 #include "perf/roofline.h"
 #include "model/stage_profile.h"
@@ -297,9 +298,9 @@ Runner add_bench(CLI::App& app) {
     // not matmul kernels and not counted (a few percent at 512 tokens).
     GenerateOptions one = go;
     one.max_new_tokens = 1;
-    kernels::cpu::reset_matmul_macs();
+    ops::reset_matmul_macs();
     gen.generate(prompt, one);
-    const double prefill_gflop = 2.0 * double(kernels::cpu::matmul_macs()) / 1e9;
+    const double prefill_gflop = 2.0 * double(ops::matmul_macs()) / 1e9;
     const double prefill_gflops = prefill_gflop / prefill_s.mean();
     const double bw = double(wbytes) * decode_tps.mean() / 1e9;
     const auto& cpu = cpu_features();
