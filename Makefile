@@ -15,7 +15,7 @@ TESTDATA ?= $(abspath ../shared/testdata)
 # Debian packages rinfer builds and tests with.
 APT_PACKAGES := build-essential cmake ninja-build pkg-config git nlohmann-json3-dev libcli11-dev \
                 libsentencepiece-dev libpcre2-dev libgtest-dev libgmock-dev libbenchmark-dev \
-                libcpp-httplib-dev openmpi-bin libopenmpi-dev
+                libcpp-httplib-dev openmpi-bin libopenmpi-dev procps
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps build test run bench asan clean
