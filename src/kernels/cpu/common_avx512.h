@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kernels/cpu/decode_prefetch.h"
+#include "kernels/cpu/common_simd.h"
 #include "kernels/cpu/impl.h"
 #include "kernels/cpu/owned_ranges.h"
 #include "kernels/cpu/prefetch.h"
@@ -28,20 +29,9 @@
 
 namespace rinfer::kernels::cpu::avx512 {
 
-using detail::MatmulArgs;
-using detail::QMatmulArgs;
-using detail::Runner;
-using detail::OwnedRanges;  // owned_ranges.h
-using detail::kGemvClaimBytes;
-using detail::part_of;
-
-constexpr int64_t kGemvMaxM = 8;  // matmul: above this many x rows, the packed GEMM path
+using namespace simd;  // common_simd.h: the names and scalar helpers of every level
 
 namespace {
-
-inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
-inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
-inline int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 inline __mmask16 tail_mask(int64_t n) { return n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1); }
 
 // ---------------------------------------------------------------- loads of 16 weights/KV values as f32
