@@ -160,12 +160,17 @@ class DeepseekV2Architecture : public Architecture {
     return make_llama_decoder(
         c, w, shard,
         [&](int64_t l) -> std::unique_ptr<FeedForwardBlock> {
-          if (is_moe_layer(c, l)) return make_moe(w, layer_prefix(l) + "mlp.", r, ms, names(ms.shared_inter > 0));
-          return std::make_unique<GatedMLP>(GatedMLP::load(w, layer_prefix(l) + "mlp.", c.hidden_size, c.intermediate_size));
+          if (is_moe_layer(c, l))
+            return make_moe(w, layer_prefix(l) + "mlp.", r, ms, names(ms.shared_inter > 0), shard);
+          return std::make_unique<GatedMLP>(GatedMLP::load(w, layer_prefix(l) + "mlp.", c.hidden_size,
+                                                           c.intermediate_size, "gate_proj", "up_proj", "down_proj",
+                                                           false, shard));
         },
         [&](int64_t l) {
-          return std::make_unique<MlaAttention>(m, w, layer_prefix(l) + "self_attn.", c.rms_norm_eps, rope, scale);
+          return std::make_unique<MlaAttention>(m, w, layer_prefix(l) + "self_attn.", c.rms_norm_eps, rope, scale,
+                                                shard);
         },
+        // One latent row per token, not per head: every rank caches all of it.
         KVCacheShape{c.n_layers, 1, m.kv_lora_rank + m.rope_dim, 0});
   }
 

@@ -2,6 +2,7 @@
 
 #include <numeric>
 
+#include "core/error.h"
 #include "model/stage_profile.h"
 
 namespace rinfer {
@@ -17,13 +18,23 @@ GatedMLP GatedMLP::load(const WeightStore& w, const std::string& prefix, int64_t
   const Linear whole_gate = Linear::load(w, prefix + gate, hidden, inter, false);
   const Linear whole_down = Linear::load(w, prefix + down, inter, hidden, false);
   const int64_t a = ops::matrix_row_unit(whole_gate.matrix()), b = ops::matrix_column_unit(whole_down.matrix());
-  const Range part = shard_range(inter, shard, a / std::gcd(a, b) * b);
+  const int64_t unit = a / std::gcd(a, b) * b;
+  RINFER_CHECK((inter + unit - 1) / unit >= shard.world, "tensor parallelism: the ", inter, " columns of ", prefix,
+               down, " do not split over ", shard.world, " ranks on its ", unit,
+               "-column units (quantization groups: convert with a smaller --group-size)");
+  const Range part = shard_range(inter, shard, unit);
   return GatedMLP(Linear::load_rows(w, prefix + gate, hidden, inter, bias, part),
                   Linear::load_rows(w, prefix + up, hidden, inter, bias, part),
                   Linear::load_columns(w, prefix + down, inter, hidden, bias, part, shard));
 }
 
-void GatedMLP::forward(const float* h, int64_t T, float* out, const ForwardContext& ctx) {
+void GatedMLP::forward(const float* h, int64_t T, float* out, const ForwardContext& ctx) { run(h, T, out, ctx, true); }
+
+void GatedMLP::forward_partial(const float* h, int64_t T, float* out, const ForwardContext& ctx) {
+  run(h, T, out, ctx, false);
+}
+
+void GatedMLP::run(const float* h, int64_t T, float* out, const ForwardContext& ctx, bool reduce) {
   const int64_t I = gate_.out();
   Workspace& ws = *ctx.ws;
   float* g = ws.get(Workspace::kGate, size_t(T * I));
@@ -42,7 +53,10 @@ void GatedMLP::forward(const float* h, int64_t T, float* out, const ForwardConte
     for_rows(ctx.exec, T, [&](int64_t r0, int64_t r1) { ops::silu_mul(g + r0 * I, u + r0 * I, g + r0 * I, (r1 - r0) * I); });
   }
   profile::Scope s(profile::Stage::Down, [&] { return down_.bytes(); });
-  down_.forward(ctx, g, T, out);
+  if (reduce)
+    down_.forward(ctx, g, T, out);
+  else
+    down_.forward_partial(ctx, g, T, out);
 }
 
 }  // namespace rinfer

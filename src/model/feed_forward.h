@@ -18,10 +18,14 @@ class GatedMLP : public FeedForwardBlock {
                        const char* gate = "gate_proj", const char* up = "up_proj", const char* down = "down_proj",
                        bool bias = false, const Shard& shard = {});
   void forward(const float* h, int64_t n_tokens, float* out, const ForwardContext& ctx) override;
+  // forward() leaving a sharded down's partial sum unreduced (Linear::forward_partial).
+  void forward_partial(const float* h, int64_t n_tokens, float* out, const ForwardContext& ctx);
+  bool reduces() const { return down_.reduces(); }
   uint64_t weight_bytes_per_token() const override { return gate_.bytes() + up_.bytes() + down_.bytes(); }
   int64_t intermediate() const { return gate_.out(); }
 
  private:
+  void run(const float* h, int64_t n_tokens, float* out, const ForwardContext& ctx, bool reduce);
   Linear gate_, up_, down_;
 };
 

@@ -111,6 +111,7 @@ Linear Linear::load_columns(const WeightStore& w, const std::string& prefix, int
   l.owned_ = copy;
   l.mode_ = ParallelMode::Row;
   l.world_ = shard.world;
+  l.rank_ = shard.rank;
   l.rows_ = {0, out};
   l.cols_ = cols;
   if (bias) l.bias_ = w.get_f32(prefix + ".bias", {out});
@@ -136,6 +137,14 @@ void Linear::forward(const ForwardContext& ctx, const float* x, int64_t rows, fl
   ctx.comm->all_reduce_sum(y, rows * w_.N);
   if (bias_)
     for (int64_t r = 0; r < rows; ++r) ops::add_inplace(y + r * w_.N, bias_, w_.N);
+}
+
+void Linear::forward_partial(const ForwardContext& ctx, const float* x, int64_t rows, float* y) const {
+  if (!reduces()) {
+    forward(ctx, x, rows, y);
+    return;
+  }
+  ops::matmul(ctx.exec, x, rows, w_.K, w_, rank_ == 0 ? bias_ : nullptr, y, w_.N);
 }
 
 void forward_linears(const ForwardContext& ctx, const float* x, int64_t rows,

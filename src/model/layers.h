@@ -55,6 +55,11 @@ class Linear {
   static Linear over(const MatrixDesc& m, ParallelMode mode = ParallelMode::Replicated, Range rows = {});
 
   void forward(const ForwardContext& ctx, const float* x, int64_t rows, float* y) const;
+  // forward() without a reducing Linear's all-reduce: this rank's partial
+  // sum, the bias on rank 0 only, so that the ranks' sums add it once. For
+  // blocks that add several row-parallel products (a MoE layer's experts,
+  // weighted) and reduce their total once; others are forward() itself.
+  void forward_partial(const ForwardContext& ctx, const float* x, int64_t rows, float* y) const;
 
   int64_t in() const { return w_.K; }    // this shard's input width
   int64_t out() const { return w_.N; }   // this shard's output width
@@ -71,7 +76,7 @@ class Linear {
   MatrixDesc w_;
   const float* bias_ = nullptr;
   ParallelMode mode_ = ParallelMode::Replicated;
-  int world_ = 1;
+  int world_ = 1, rank_ = 0;
   Range rows_, cols_;
   std::shared_ptr<const void> owned_;  // a Row shard's copy of its columns
 };

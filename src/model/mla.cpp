@@ -9,20 +9,35 @@
 namespace rinfer {
 
 MlaAttention::MlaAttention(const MlaShape& s, const WeightStore& w, const std::string& p, double eps,
-                           std::shared_ptr<const RotaryEmbedding> rope, float softmax_scale)
+                           std::shared_ptr<const RotaryEmbedding> rope, float softmax_scale, const Shard& shard)
     : s_(s), rope_(std::move(rope)), scale_(softmax_scale) {
-  const int64_t qk = s.nope_dim + s.rope_dim;
+  const int64_t qk = s.nope_dim + s.rope_dim, NH = s.n_heads, W = shard.world;
+  RINFER_CHECK(NH % W == 0, "tensor parallelism: ", NH, " attention heads do not split over ", W, " ranks");
+  n_heads_ = NH / W;
+  const int64_t h0 = shard.rank * n_heads_, h1 = h0 + n_heads_;
+  const Range q_rows{h0 * qk, h1 * qk};
   if (s.q_lora_rank > 0) {
     q_a_ = Linear::load(w, p + "q_a_proj", s.hidden, s.q_lora_rank, false);
     q_a_norm_ = RMSNorm::load(w, p + "q_a_layernorm.weight", s.q_lora_rank, eps);
-    q_b_ = Linear::load(w, p + "q_b_proj", s.q_lora_rank, s.n_heads * qk, false);
+    q_b_ = Linear::load_rows(w, p + "q_b_proj", s.q_lora_rank, NH * qk, false, q_rows);
   } else {
-    q_proj_ = Linear::load(w, p + "q_proj", s.hidden, s.n_heads * qk, false);
+    q_proj_ = Linear::load_rows(w, p + "q_proj", s.hidden, NH * qk, false, q_rows);
   }
   kv_a_ = Linear::load(w, p + "kv_a_proj_with_mqa", s.hidden, s.kv_lora_rank + s.rope_dim, false);
   kv_a_norm_ = RMSNorm::load(w, p + "kv_a_layernorm.weight", s.kv_lora_rank, eps);
-  kv_b_ = Linear::load(w, p + "kv_b_proj", s.kv_lora_rank, s.n_heads * (s.nope_dim + s.v_dim), false);
-  o_ = Linear::load(w, p + "o_proj", s.n_heads * s.v_dim, s.hidden, false);
+  kv_b_ = Linear::load_rows(w, p + "kv_b_proj", s.kv_lora_rank, NH * (s.nope_dim + s.v_dim), false,
+                            {h0 * (s.nope_dim + s.v_dim), h1 * (s.nope_dim + s.v_dim)});
+  if (shard.whole()) {
+    o_ = Linear::load(w, p + "o_proj", NH * s.v_dim, s.hidden, false);
+  } else {
+    // o_proj's columns are cut at the heads: they must end on its layout's
+    // units (quantization groups, 32-column tiles).
+    const int64_t unit = ops::matrix_column_unit(Linear::load(w, p + "o_proj", NH * s.v_dim, s.hidden, false).matrix());
+    RINFER_CHECK((n_heads_ * s.v_dim) % unit == 0, "tensor parallelism: ", n_heads_, " heads of ", s.v_dim,
+                 " per rank are ", n_heads_ * s.v_dim, " columns of ", p, "o_proj, not a multiple of its ", unit,
+                 "-column units (quantization groups: convert with a smaller --group-size)");
+    o_ = Linear::load_columns(w, p + "o_proj", NH * s.v_dim, s.hidden, false, {h0 * s.v_dim, h1 * s.v_dim}, shard);
+  }
   // The absorbed attention below reads kv_b's raw rows, so the converter keeps
   // kv_b_proj in the float dtype in quantized models (convert/converter.cpp).
   RINFER_CHECK(kv_b_.matrix().format == MatrixFormat::Dense, "tensor ", p,
@@ -31,10 +46,10 @@ MlaAttention::MlaAttention(const MlaShape& s, const WeightStore& w, const std::s
   // absorption q_lat = W_uk^T q_nope is a plain matmul with [latent, nope] rows.
   const DType dt = kv_b_.matrix().dtype;
   const size_t esz = dtype_size(dt);
-  w_uk_t_ = Buffer(size_t(s.n_heads * s.kv_lora_rank * s.nope_dim) * esz);
+  w_uk_t_ = Buffer(size_t(n_heads_ * s.kv_lora_rank * s.nope_dim) * esz);
   const auto* src = static_cast<const uint8_t*>(kv_b_.matrix().data);
   auto* dst = w_uk_t_.as<uint8_t>();
-  for (int64_t h = 0; h < s.n_heads; ++h)
+  for (int64_t h = 0; h < n_heads_; ++h)
     for (int64_t i = 0; i < s.nope_dim; ++i)
       for (int64_t c = 0; c < s.kv_lora_rank; ++c) {
         const size_t from = size_t((h * (s.nope_dim + s.v_dim) + i) * s.kv_lora_rank + c);
@@ -48,7 +63,7 @@ uint64_t MlaAttention::weight_bytes() const {
 }
 
 void MlaAttention::forward(const float* h, const ForwardContext& ctx, int64_t layer, float* out) {
-  const int64_t T = ctx.tokens.n_tokens, NH = s_.n_heads, L = s_.kv_lora_rank, R = s_.rope_dim, N = s_.nope_dim,
+  const int64_t T = ctx.tokens.n_tokens, NH = n_heads_, L = s_.kv_lora_rank, R = s_.rope_dim, N = s_.nope_dim,
                 V = s_.v_dim, QK = N + R, ROW = L + R;
   Workspace& ws = *ctx.ws;
   float* q = ws.get(Workspace::kQ, size_t(T * NH * QK));

@@ -77,6 +77,10 @@ MoeFeedForward::MoeFeedForward(MoeRouting routing, Linear router, const float* c
   RINFER_CHECK(r_.n_group >= 1 && r_.n_experts % r_.n_group == 0 && r_.topk_group >= 1 && r_.topk_group <= r_.n_group,
                "MoE: n_group ", r_.n_group, " must divide n_routed_experts ", r_.n_experts,
                " and topk_group must be in [1, n_group]");
+  reduces_ = experts_[0].reduces();
+  for (const GatedMLP& e : experts_)
+    RINFER_CHECK(e.reduces() == reduces_, "MoE: the experts are not all sharded alike");
+  RINFER_CHECK(!shared_ || shared_->reduces() == reduces_, "MoE: the shared expert is not sharded as the experts");
 }
 
 uint64_t MoeFeedForward::weight_bytes_per_token() const {
@@ -116,7 +120,7 @@ void MoeFeedForward::forward(const float* h, int64_t T, float* out, const Forwar
       for (int64_t i = 0; i < n; ++i)
         std::memcpy(xin + i * H, h + int64_t(rows[i].first) * H, size_t(H) * sizeof(float));
     }
-    experts_[size_t(e)].forward(xin, n, xout, ctx);
+    experts_[size_t(e)].forward_partial(xin, n, xout, ctx);
     profile::Scope s(profile::Stage::MoeCombine);
     for (int64_t i = 0; i < n; ++i) {
       float* o = out + int64_t(rows[i].first) * H;
@@ -127,9 +131,11 @@ void MoeFeedForward::forward(const float* h, int64_t T, float* out, const Forwar
   }
   if (shared_) {
     float* s = ws.get(Workspace::kShared, size_t(T * H));
-    shared_->forward(h, T, s, ctx);
+    shared_->forward_partial(h, T, s, ctx);
     profile::Scope combine_scope(profile::Stage::MoeCombine, [&] { return shared_gate_.bytes(); });
     if (!shared_gate_.empty()) {
+      // The gate is replicated and a per-token scalar: it scales each
+      // rank's partial sum as it would the whole.
       float* g = ws.get(Workspace::kMla0, size_t(T));
       shared_gate_.forward(ctx, h, T, g);
       for (int64_t t = 0; t < T; ++t) {
@@ -139,6 +145,10 @@ void MoeFeedForward::forward(const float* h, int64_t T, float* out, const Forwar
     } else {
       ops::add_inplace(out, s, T * H);
     }
+  }
+  if (reduces_) {
+    profile::Scope s(profile::Stage::MoeCombine);
+    ctx.comm->all_reduce_sum(out, T * H);
   }
 }
 

@@ -5,6 +5,15 @@
 // expert runs once on all the tokens routed to it (grouped, not a per-token
 // loop). Shared experts run on every token, optionally behind a sigmoid gate.
 // Covers Mixtral, Qwen2-MoE, DeepSeek-MoE and DeepSeek-V2/V3 routing.
+//
+// Tensor parallelism shards every expert, not the set of experts: each rank
+// holds all experts' (and the shared experts') gate/up rows for its part of
+// the intermediate width and down's matching columns (Megatron style), while
+// the router is replicated, so every rank routes every token alike and does
+// the same share of the work whatever the routing. The experts' down
+// products stay partial sums, weighted and added up locally, and the block
+// reduces its output once (one all-reduce per layer, not one per expert).
+// Whole experts per rank (expert parallelism) is a separate feature (--ep).
 #include <memory>
 #include <vector>
 
@@ -45,6 +54,7 @@ class MoeFeedForward : public FeedForwardBlock {
   std::vector<GatedMLP> experts_;
   std::unique_ptr<GatedMLP> shared_;
   Linear shared_gate_;  // out == 1, or empty
+  bool reduces_ = false;  // the experts are row-parallel shards: forward() reduces their sum once
   std::vector<int32_t> sel_;
   std::vector<float> sel_w_;
   std::vector<std::vector<std::pair<int32_t, float>>> by_expert_;

@@ -26,8 +26,10 @@ struct MoeShape {
 
 std::vector<TensorSpec> moe_specs(const std::string& prefix, const MoeRouting& r, const MoeShape& s,
                                   const MoeNames& n);
+// shard: the rank's part of every expert's width (moe.h); the router and
+// the shared expert's gate are replicated.
 std::unique_ptr<FeedForwardBlock> make_moe(const WeightStore& w, const std::string& prefix, const MoeRouting& r,
-                                           const MoeShape& s, const MoeNames& n);
+                                           const MoeShape& s, const MoeNames& n, const Shard& shard = {});
 
 // MoE hyper-parameters are kept in ModelConfig::family["moe"].
 nlohmann::json moe_to_json(const MoeRouting& r, const MoeShape& s);

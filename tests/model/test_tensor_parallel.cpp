@@ -2,9 +2,10 @@
 // with its own instance of a layer that loaded only its shard, reduced
 // through an in-memory communicator, must give the unsharded layer's output.
 // Checked for a column/row-parallel Linear pair, GQA attention (with fewer
-// K/V heads than ranks: the ranks share copies of a K/V head) and the gated
-// MLP, in every stored matrix layout, and for whole golden models (vocab-
-// parallel embedding and output layer included).
+// K/V heads than ranks: the ranks share copies of a K/V head), the gated
+// MLP, the mixture of experts (every expert split, one reduction per layer)
+// and latent attention (heads split), in every stored matrix layout, and for
+// whole golden models (vocab-parallel embedding and output layer included).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +18,8 @@
 #include "model/feed_forward.h"
 #include "model/fake_communicator.h"
 #include "model/layers.h"
+#include "model/mla.h"
+#include "model/moe_layout.h"
 #include "runtime/generator.h"
 #include "runtime/kv_cache.h"
 #include "test_util.h"
@@ -110,6 +113,39 @@ void add_linear(WeightStore& ws, const std::string& prefix, int64_t N, int64_t K
   }
 }
 
+// An f32 tensor `name` of `shape`, its values around `center`.
+void add_f32(WeightStore& ws, const std::string& name, const Shape& shape, uint32_t seed, float center = 0.0f) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<float> v = random_values(size_t(n), seed);
+  for (float& x : v) x += center;
+  Buffer b(v.size() * sizeof(float));
+  std::memcpy(b.data(), v.data(), b.size());
+  ws.add(name, {DType::F32, shape, b.data()});
+  ws.own(std::move(b));
+}
+
+// Passes every collective on to `inner`, counting the all-reduces: how
+// often a layer makes its ranks wait for one another.
+class CountingCommunicator final : public Communicator {
+ public:
+  explicit CountingCommunicator(Communicator& inner) : inner_(inner) {}
+  int rank() const override { return inner_.rank(); }
+  int world() const override { return inner_.world(); }
+  void all_reduce_sum(float* data, int64_t n) override {
+    ++all_reduces;
+    inner_.all_reduce_sum(data, n);
+  }
+  void all_gather_columns(const float* send, int64_t rows, std::span<const int64_t> counts, float* recv) override {
+    inner_.all_gather_columns(send, rows, counts, recv);
+  }
+  void broadcast(void* data, int64_t bytes, int root) override { inner_.broadcast(data, bytes, root); }
+  int all_reduces = 0;
+
+ private:
+  Communicator& inner_;
+};
+
 // The tolerance for a sharded result against the whole one: the partial
 // sums only change the order of additions, except where the prompt GEMM
 // quantizes each activation row to int8 with one scale per row (the rank
@@ -173,6 +209,11 @@ TEST_P(TensorParallel, ColumnThenRowLinearMatchesTheWholePair) {
         got[size_t(rank)].resize(size_t(rows * H));
         up.forward(ctx, x.data(), rows, part.data());
         down.forward(ctx, part.data(), rows, got[size_t(rank)].data());
+        // The partial sums, reduced by the caller, add the bias once.
+        std::vector<float> partial(size_t(rows * H));
+        down.forward_partial(ctx, part.data(), rows, partial.data());
+        comm.all_reduce_sum(partial.data(), rows * H);
+        expect_close(partial, got[size_t(rank)], 1e-5f, "forward_partial, reduced");
       });
       for (int r = 0; r < world_size; ++r)
         expect_close(got[size_t(r)], want, tolerance(layout, rows),
@@ -221,12 +262,12 @@ TEST_P(TensorParallel, GatedMlpMatchesTheWholeMlp) {
 // chunks of decode size (quantized activations per group, so the shards
 // change only the order of additions), then two decode steps; out holds
 // every step's rows one after another.
-std::vector<float> run_attention(GqaAttention& attn, int64_t n_kv_heads, int64_t head_dim, const float* h,
-                                 int64_t hidden, ThreadPool& pool, Communicator& comm) {
+std::vector<float> run_attention(AttentionBlock& attn, const KVCacheShape& kv_shape, const float* h, int64_t hidden,
+                                 ThreadPool& pool, Communicator& comm) {
   KVCacheOptions ko;
   ko.block_size = 4;
   ko.n_blocks = 4;
-  KVCache kv({1, n_kv_heads, head_dim}, ko);
+  KVCache kv(kv_shape, ko);
   std::vector<int32_t> table;
   const int32_t ids[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   Workspace ws;
@@ -270,7 +311,7 @@ void check_attention(Layout layout, int64_t n_heads, int64_t n_kv_heads, int wor
   {
     ThreadPool pool(1);
     GqaAttention whole = GqaAttention::load(shape, ws, p, true, true, rope, slopes);
-    want = run_attention(whole, n_kv_heads, D, h.data(), H, pool, single_process());
+    want = run_attention(whole, {1, n_kv_heads, D}, h.data(), H, pool, single_process());
   }
   test::FakeWorld world(world_size);
   std::vector<std::vector<float>> got(static_cast<size_t>(world_size));
@@ -279,7 +320,7 @@ void check_attention(Layout layout, int64_t n_heads, int64_t n_kv_heads, int wor
     EXPECT_EQ(part.n_local_heads(), n_heads / world_size);
     EXPECT_EQ(part.n_local_kv_heads(), std::max<int64_t>(1, n_kv_heads / world_size));
     ThreadPool pool(1);
-    got[size_t(rank)] = run_attention(part, part.n_local_kv_heads(), D, h.data(), H, pool, comm);
+    got[size_t(rank)] = run_attention(part, {1, part.n_local_kv_heads(), D}, h.data(), H, pool, comm);
   });
   for (int r = 0; r < world_size; ++r)
     expect_close(got[size_t(r)], want, tolerance(layout, 4),
@@ -296,6 +337,134 @@ TEST_P(TensorParallel, GqaAttentionWithFewerKvHeadsThanRanks) {
 TEST_P(TensorParallel, GqaAttentionWithKvHeadsSplit) { check_attention(GetParam(), 4, 2, 2, false); }
 
 TEST_P(TensorParallel, AlibiAttentionKeepsEachHeadsSlope) { check_attention(GetParam(), 4, 4, 2, true); }
+
+// The replicated router and shared-expert gate, with every expert's and the
+// shared expert's width split: the rank's partial sums, weighted, give the
+// whole layer's output after one all-reduce, and each rank holds 1/world
+// of the experts' bytes.
+TEST_P(TensorParallel, MoeSplitsEveryExpertAndReducesOnce) {
+  const Layout layout = GetParam();
+  const int64_t H = 128, I = 128, E = 4;
+  WeightStore ws;
+  const std::string p = "moe.";
+  add_f32(ws, p + "gate.weight", {E, H}, 31);
+  for (int64_t e = 0; e < E; ++e) {
+    const std::string x = p + "experts." + std::to_string(e) + ".";
+    add_linear(ws, x + "gate_proj", I, H, layout, uint32_t(40 + 3 * e), false);
+    add_linear(ws, x + "up_proj", I, H, layout, uint32_t(41 + 3 * e), false);
+    add_linear(ws, x + "down_proj", H, I, layout, uint32_t(42 + 3 * e), false);
+  }
+  add_linear(ws, p + "shared_expert.gate_proj", I, H, layout, 60, false);
+  add_linear(ws, p + "shared_expert.up_proj", I, H, layout, 61, false);
+  add_linear(ws, p + "shared_expert.down_proj", H, I, layout, 62, false);
+  add_f32(ws, p + "shared_expert_gate.weight", {1, H}, 63);
+  MoeRouting r;
+  r.n_experts = E;
+  r.top_k = 2;
+  r.norm_topk_prob = true;
+  const MoeShape shape{H, I, I};
+  MoeNames names;
+  names.shared = "shared_expert";
+  names.shared_gate = "shared_expert_gate";
+  // What every rank holds whole: the router and the shared expert's gate.
+  const uint64_t replicated = uint64_t(E * H + H) * sizeof(float);
+  for (int world_size : {2, 4})
+    for (int64_t rows : {int64_t(1), int64_t(4), int64_t(20)}) {
+      const std::vector<float> x = random_values(size_t(rows * H), 37, 1.0f);
+      std::vector<float> want(size_t(rows * H));
+      uint64_t whole_bytes = 0;
+      {
+        ThreadPool pool(1);
+        Workspace w;
+        ForwardContext ctx = layer_context(pool, single_process(), w);
+        auto moe = make_moe(ws, p, r, shape, names);
+        whole_bytes = moe->weight_bytes_per_token();
+        moe->forward(x.data(), rows, want.data(), ctx);
+      }
+      test::FakeWorld world(world_size);
+      std::vector<std::vector<float>> got(static_cast<size_t>(world_size));
+      world.run([&](int rank, Communicator& comm) {
+        auto moe = make_moe(ws, p, r, shape, names, {rank, world_size});
+        // Quantized shards round up to their blocks (Q4 most): within 10 %.
+        EXPECT_NEAR(double(moe->weight_bytes_per_token() - replicated) * world_size, double(whole_bytes - replicated),
+                    0.1 * double(whole_bytes - replicated));
+        ThreadPool pool(1);
+        Workspace w;
+        CountingCommunicator counting(comm);
+        ForwardContext ctx = layer_context(pool, counting, w);
+        got[size_t(rank)].resize(size_t(rows * H));
+        moe->forward(x.data(), rows, got[size_t(rank)].data(), ctx);
+        EXPECT_EQ(counting.all_reduces, 1);
+      });
+      for (int rk = 0; rk < world_size; ++rk)
+        expect_close(got[size_t(rk)], want, tolerance(layout, rows),
+                     std::string(layout_name(layout)) + " MoE rows " + std::to_string(rows) + " world " +
+                         std::to_string(world_size) + " rank " + std::to_string(rk));
+    }
+}
+
+// Latent attention with the heads split (q through q_a/q_b, or q_proj):
+// the rank's q, kv_b and o_proj parts over the replicated latent cache give
+// the whole layer's output after o_proj's one all-reduce.
+void check_mla(Layout layout, int64_t q_lora_rank, int world_size) {
+  MlaShape s{128, 4, q_lora_rank, 64, 32, 16, 32};
+  const int64_t H = s.hidden, QK = s.nope_dim + s.rope_dim, ROW = s.kv_lora_rank + s.rope_dim;
+  WeightStore ws;
+  const std::string p = "attn.";
+  if (q_lora_rank > 0) {
+    add_linear(ws, p + "q_a_proj", q_lora_rank, H, layout, 71, false);
+    add_f32(ws, p + "q_a_layernorm.weight", {q_lora_rank}, 72, 1.0f);
+    add_linear(ws, p + "q_b_proj", s.n_heads * QK, q_lora_rank, layout, 73, false);
+  } else {
+    add_linear(ws, p + "q_proj", s.n_heads * QK, H, layout, 73, false);
+  }
+  add_linear(ws, p + "kv_a_proj_with_mqa", ROW, H, layout, 74, false);
+  add_f32(ws, p + "kv_a_layernorm.weight", {s.kv_lora_rank}, 75, 1.0f);
+  // kv_b stays a float matrix in every model (mla.cpp reads its rows).
+  add_linear(ws, p + "kv_b_proj", s.n_heads * (s.nope_dim + s.v_dim), s.kv_lora_rank, Layout::F32, 76, false);
+  add_linear(ws, p + "o_proj", H, s.n_heads * s.v_dim, layout, 77, false);
+  ModelConfig cfg;
+  cfg.rope_theta = 10000;
+  cfg.max_position_embeddings = 64;
+  auto rope = std::make_shared<const RotaryEmbedding>(cfg, s.rope_dim, RopeStyle::Interleaved);
+  const float scale = float(1.0 / std::sqrt(double(QK)));
+  const KVCacheShape latent{1, 1, ROW, 0};
+  const std::vector<float> h = random_values(size_t(8 * H), 79, 1.0f);
+  const std::string what = std::string(layout_name(layout)) + " MLA q_lora " + std::to_string(q_lora_rank) +
+                           " world " + std::to_string(world_size);
+  std::vector<float> want;
+  uint64_t whole_bytes = 0;
+  {
+    ThreadPool pool(1);
+    MlaAttention whole(s, ws, p, 1e-6, rope, scale);
+    whole_bytes = whole.weight_bytes();
+    want = run_attention(whole, latent, h.data(), H, pool, single_process());
+  }
+  // What every rank holds whole: the latent's projection and q_a.
+  uint64_t replicated = Linear::load(ws, p + "kv_a_proj_with_mqa", H, ROW, false).bytes();
+  if (q_lora_rank > 0) replicated += Linear::load(ws, p + "q_a_proj", H, q_lora_rank, false).bytes();
+  test::FakeWorld world(world_size);
+  std::vector<std::vector<float>> got(static_cast<size_t>(world_size));
+  world.run([&](int rank, Communicator& comm) {
+    MlaAttention part(s, ws, p, 1e-6, rope, scale, {rank, world_size});
+    EXPECT_EQ(part.n_local_heads(), s.n_heads / world_size);
+    EXPECT_NEAR(double(part.weight_bytes() - replicated) * world_size, double(whole_bytes - replicated),
+                0.1 * double(whole_bytes - replicated))
+        << what;
+    ThreadPool pool(1);
+    CountingCommunicator counting(comm);
+    got[size_t(rank)] = run_attention(part, latent, h.data(), H, pool, counting);
+    EXPECT_EQ(counting.all_reduces, 4) << what;  // o_proj's, once in each of the 4 steps
+  });
+  for (int r = 0; r < world_size; ++r)
+    expect_close(got[size_t(r)], want, tolerance(layout, 4), what + " rank " + std::to_string(r));
+}
+
+TEST_P(TensorParallel, MlaSplitsHeadsOverAReplicatedLatent) {
+  check_mla(GetParam(), 64, 2);
+  check_mla(GetParam(), 64, 4);
+  check_mla(GetParam(), 0, 2);
+}
 
 INSTANTIATE_TEST_SUITE_P(Layouts, TensorParallel,
                          ::testing::Values(Layout::F32, Layout::BlockedBf16, Layout::Q8, Layout::Q4, Layout::Q8Separate,
@@ -314,6 +483,43 @@ TEST(TensorParallelShards, RangesCoverTheWholeOnTheirUnits) {
     EXPECT_EQ(next, 100);
   }
   EXPECT_THROW(shard_range(32, {0, 4}, 16), Error);  // two blocks cannot feed four ranks
+}
+
+TEST(TensorParallelShards, MlaHeadsAndExpertWidthsThatDoNotSplitAreAClearError) {
+  WeightStore ws;
+  const MlaShape s{64, 3, 0, 32, 16, 16, 16};
+  add_linear(ws, "attn.q_proj", 3 * 32, 64, Layout::F32, 1, false);
+  add_linear(ws, "attn.kv_a_proj_with_mqa", 48, 64, Layout::F32, 2, false);
+  add_f32(ws, "attn.kv_a_layernorm.weight", {32}, 3, 1.0f);
+  add_linear(ws, "attn.kv_b_proj", 3 * 32, 32, Layout::F32, 4, false);
+  add_linear(ws, "attn.o_proj", 64, 3 * 16, Layout::F32, 5, false);
+  try {
+    MlaAttention(s, ws, "attn.", 1e-6, nullptr, 1.0f, {0, 2});
+    FAIL() << "3 MLA heads split over 2 ranks";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("3 attention heads do not split over 2 ranks"), std::string::npos)
+        << e.what();
+  }
+  // Experts 32 wide in groups of 32: one group cannot feed two ranks.
+  WeightStore q;
+  add_f32(q, "moe.gate.weight", {2, 64}, 6);
+  for (int e = 0; e < 2; ++e) {
+    const std::string x = "moe.experts." + std::to_string(e) + ".";
+    add_linear(q, x + "gate_proj", 32, 64, Layout::Q8, 7, false);
+    add_linear(q, x + "up_proj", 32, 64, Layout::Q8, 8, false);
+    add_linear(q, x + "down_proj", 64, 32, Layout::Q8, 9, false);
+  }
+  MoeRouting r;
+  r.n_experts = 2;
+  r.top_k = 1;
+  try {
+    make_moe(q, "moe.", r, {64, 32, 0}, MoeNames{}, {0, 2});
+    FAIL() << "32-wide experts split over 2 ranks in groups of 32";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the 32 columns of moe.experts.0.down_proj do not split over 2 ranks"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(TensorParallelShards, HeadsThatDoNotSplitAreAClearError) {
@@ -397,9 +603,40 @@ TEST(TensorParallelModels, GoldenFamiliesOnTwoAndFourRanks) {
   check_model("qwen2", 2, std::nullopt);  // tied embeddings, q/k/v biases
   check_model("baichuan_13b_alibi", 2, std::nullopt);
   check_model("chatglm_glm4", 2, std::nullopt);
-  check_model("mixtral", 2, std::nullopt);  // experts replicated, attention split
   check_model("llama", 2, QuantType::Q8);
   check_model("llama", 4, QuantType::Q4);
+}
+
+// Every expert split (routing replicated) and, for DeepSeek-V2/V3, latent
+// attention's heads split; 4 heads and widths of 16 and up split over 4.
+TEST(TensorParallelModels, MoeAndMlaFamiliesOnTwoAndFourRanks) {
+  for (const char* family : {"mixtral", "qwen2_moe", "deepseek_moe", "deepseek_v2", "deepseek_v2_lite", "deepseek_v3",
+                             "deepseek_v3_grouped"}) {
+    check_model(family, 2, std::nullopt);
+    check_model(family, 4, std::nullopt);
+  }
+  check_model("mixtral", 2, QuantType::Q8);  // experts 128 wide: two groups of 32 per rank
+}
+
+// The sharding saves memory: a rank of two holds about half of what one
+// token reads in DeepSeek-V3 (MLA and MoE) and Qwen2-MoE, the rest being
+// the replicated routers, q_a and kv_a projections.
+TEST(TensorParallelModels, EachRankHoldsItsShareOfTheWeights) {
+  for (const char* family : {"deepseek_v3", "qwen2_moe"}) {
+    const std::string dir = test::testdata(std::string("golden/") + family + "/hf").string();
+    ThreadPool pool(1);
+    auto bytes = [&](const Shard& shard) {
+      LoadOptions lo;
+      lo.shard = shard;
+      return load_model(dir, lo, pool).model->weight_bytes_per_token();
+    };
+    const double whole = double(bytes({}));
+    for (int world : {2, 4})
+      for (int r = 0; r < world; ++r) {
+        const double part = double(bytes({r, world}));
+        EXPECT_LT(part / whole, 1.0 / world + 0.1) << family << " rank " << r << " of " << world;
+      }
+  }
 }
 
 }  // namespace
