@@ -85,6 +85,10 @@ Runner add_serve(CLI::App& app) {
   cmd->add_option("--max-body-bytes", o->max_body_bytes, "Largest request body")->check(integer_in(1024));
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Do not share KV blocks of identical prompt prefixes");
   add_runtime_options(cmd, o->rt);
+  cmd->add_option("--micro-batches", o->rt.micro_batches,
+                  "With --pp: cut each step's batch into this many micro-batches (whole sequences), so that the "
+                  "stages work at once (default 1)")
+      ->check(integer_in(1, 1024));
   return [o, mem]() -> int {
     const SchedulerPolicy policy = parse_scheduler_policy(o->scheduler);
     RINFER_CHECK(!(mem->count() > 0 && o->rt.kv_cache_tokens > 0), "give --kv-cache-memory or --kv-cache-tokens, not both");
@@ -151,11 +155,12 @@ Runner add_serve(CLI::App& app) {
     const int port = http.bind();
     std::fprintf(stderr,
                  "rinfer serve: %s on http://%s:%d (scheduler %s, max-num-seqs %lld, max-batch-tokens %lld, "
-                 "max-model-len %lld, KV %lld blocks x %d tokens = %.1f MiB, prefix caching %s%s)\n",
+                 "max-model-len %lld, KV %lld blocks x %d tokens = %.1f MiB, prefix caching %s%s%s)\n",
                  so.model_name.c_str(), o->host.c_str(), port, scheduler_policy_name(policy),
                  (long long)o->max_num_seqs, (long long)o->max_batch_tokens, (long long)engine.max_model_len(),
                  (long long)s->kv().n_blocks(), s->kv().block_size(), double(s->kv().bytes()) / (1 << 20),
-                 eo.prefix_caching ? "on" : "off", o->api_key.empty() ? "" : ", API key required");
+                 eo.prefix_caching ? "on" : "off", o->api_key.empty() ? "" : ", API key required",
+                 parallel_summary(rt).c_str());
     std::fflush(stderr);
     std::thread waiter([&] {
       int sig = 0;
@@ -166,6 +171,9 @@ Runner add_serve(CLI::App& app) {
     http.stop();
     pthread_kill(waiter.native_handle(), SIGTERM);  // wakes the waiter if serve() ended another way
     waiter.join();
+    if (rt.pp > 1)
+      std::fprintf(stderr, "rinfer serve: pipeline bubble fraction %.3f over %lld steps\n",
+                   s->runner->pipeline_stats().bubble_fraction(), (long long)s->runner->pipeline_stats().steps);
     std::fprintf(stderr, "rinfer serve: stopped\n");
     return 0;
   };

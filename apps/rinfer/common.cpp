@@ -2,7 +2,10 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 #include "core/error.h"
 #include "parallel/mpi.h"
@@ -63,9 +66,17 @@ void add_runtime_options(CLI::App* cmd, RuntimeOptions& o) {
                   "convert --lm-head)")
       ->check(CLI::IsMember({"int8", "int4"}));
   cmd->add_option("--tp", o.tp,
-                  "Tensor-parallel ranks: run under mpirun -np TP, each rank holding its shard of every layer "
-                  "(heads, MLP width, vocabulary); default 1")
+                  "Tensor-parallel ranks: run under mpirun -np TP*PP, each rank holding its shard of every layer "
+                  "of its stage (heads, MLP width, vocabulary); default 1")
       ->check(integer_in(1, 1024));
+  cmd->add_option("--pp", o.pp,
+                  "Pipeline stages: run under mpirun -np TP*PP, each stage holding a contiguous range of the "
+                  "layers (balanced by weights); default 1")
+      ->check(integer_in(1, 1024));
+  cmd->add_option("--step-timeout", o.step_timeout_s,
+                  "Under mpirun: end every rank when one forward step takes longer than this many seconds (a rank "
+                  "stopped answering); 0: wait forever (default 300)")
+      ->check(number_in(0, 1e9));
   cmd->add_option("--weights", o.weights,
                   "copy: read weights into anonymous memory (fast decode, default); mmap: map the files")
       ->check(CLI::IsMember({"copy", "mmap"}));
@@ -78,18 +89,102 @@ void add_prefill_chunk_option(CLI::App* cmd, RuntimeOptions& o) {
       ->check(integer_in(0));
 }
 
+namespace {
+
+[[noreturn]] void end_hung_job(int rank, double limit_s) {
+  std::fprintf(stderr,
+               "rinfer: error: rank %d: a forward step took longer than %g s (--step-timeout); a rank stopped "
+               "answering, ending the job\n",
+               rank, limit_s);
+  std::fflush(stderr);
+  mpi::abort_job(1);
+}
+
+// 64-bit FNV-1a of a file's bytes; 0 when it cannot be read.
+uint64_t file_fingerprint(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return 0;
+  uint64_t h = 1469598103934665603ull;
+  char buf[1 << 16];
+  while (f.read(buf, sizeof buf) || f.gcount() > 0) {
+    for (std::streamsize i = 0; i < f.gcount(); ++i) h = (h ^ uint8_t(buf[i])) * 1099511628211ull;
+    if (!f) break;
+  }
+  return h == 0 ? 1 : h;
+}
+
+// Every rank must load the same model: rank 0 collects each rank's
+// fingerprint of its description (model_desc.json, or an HF config.json)
+// and names the first rank that differs; the others then end quietly.
+void check_same_model(const std::string& path, Communicator& world) {
+  namespace fs = std::filesystem;
+  uint64_t mine = 0;
+  if (fs::is_directory(path)) {
+    const fs::path desc = fs::path(path) / kModelDescFile;
+    mine = file_fingerprint((fs::exists(desc) ? desc : fs::path(path) / "config.json").string());
+  }
+  int64_t verdict = 0;  // 0: all agree; r + 1: rank r sees another model (or none)
+  std::string why;
+  if (world.rank() == 0) {
+    for (int r = 1; r < world.world() && verdict == 0; ++r) {
+      uint64_t theirs = 0;
+      world.recv(&theirs, sizeof theirs, r);
+      if (theirs == mine) continue;
+      verdict = r + 1;
+      why = theirs == 0 ? str("rank ", r, " has no model at ", path)
+                        : str("rank ", r, " sees another model at ", path, " than rank 0 (", kModelDescFile,
+                              " or config.json differs)");
+    }
+    if (verdict == 0 && mine == 0) {
+      verdict = 1;
+      why = str("rank 0 has no model at ", path);
+    }
+  } else {
+    world.send(&mine, sizeof mine, 0);
+  }
+  world.broadcast(&verdict, sizeof verdict, 0);
+  if (verdict == 0) return;
+  if (world.rank() != 0) {
+    std::fflush(stdout);
+    std::exit(1);
+  }
+  fail(why);
+}
+
+}  // namespace
+
 std::unique_ptr<Session> open_session(const std::string& model_path, const RuntimeOptions& o, bool need_tokenizer,
                                       const KvSizer& kv_tokens) {
   auto s = std::make_unique<Session>();
   Communicator* comm = nullptr;
+  RunnerParallel par;
   LoadOptions lo;
   int threads = o.threads;
-  if (o.tp > 1 || mpi::env_world_size() > 1) {
-    RINFER_CHECK(mpi::launched(), "--tp ", o.tp, " needs mpirun -np ", o.tp, " (it runs one rank per process)");
-    RINFER_CHECK(mpi::env_world_size() == o.tp, "--tp ", o.tp, " but mpirun started ", mpi::env_world_size(),
-                 " ranks (run mpirun -np ", o.tp, ")");
+  const int ranks = o.tp * o.pp;
+  if (ranks > 1 || mpi::env_world_size() > 1) {
+    const std::string layout = o.pp == 1   ? str("--tp ", o.tp)
+                               : o.tp == 1 ? str("--pp ", o.pp)
+                                           : str("--tp ", o.tp, " --pp ", o.pp, " (", ranks, " ranks)");
+    RINFER_CHECK(mpi::launched(), layout, " needs mpirun -np ", ranks, " (it runs one rank per process)");
+    RINFER_CHECK(mpi::env_world_size() == ranks, layout, " but mpirun started ", mpi::env_world_size(),
+                 " ranks (run mpirun -np ", ranks, ")");
     comm = &mpi::world();
-    lo.shard = {comm->rank(), comm->world()};
+    check_same_model(model_path, *comm);
+    par.world = comm;
+    par.layout = {o.tp, o.pp, comm->rank()};
+    par.micro_batches = o.micro_batches;
+    par.step_timeout_s = o.step_timeout_s;
+    par.on_hang = end_hung_job;
+    // A stage's tensor-parallel ranks reduce among themselves only.
+    if (o.pp == 1) {
+      par.tensor = comm;
+    } else if (o.tp == 1) {
+      par.tensor = &single_process();
+    } else {
+      s->stage_comm = mpi::split(par.layout.stage(), par.layout.tp_rank());
+      par.tensor = s->stage_comm.get();
+    }
+    lo.shard = {par.layout.tp_rank(), o.tp, par.layout.stage(), o.pp};
     // The host's cores shared by its ranks, unless --threads says otherwise.
     if (threads == 0) threads = std::max(1, ThreadPool::hardware_threads() / std::max(1, mpi::env_local_size()));
   }
@@ -123,13 +218,20 @@ std::unique_ptr<Session> open_session(const std::string& model_path, const Runti
     if (comm) comm->broadcast(&tokens, sizeof tokens, 0);
   }
   ko.n_blocks = KVCache::blocks_for_tokens(tokens, o.block_size);
-  s->runner = std::make_unique<ModelRunner>(*s->lm.model, ko, *s->pool, comm);
+  s->runner = std::make_unique<ModelRunner>(*s->lm.model, ko, *s->pool, par);
   if (!s->runner->leader()) {
     s->runner->work();
     std::fflush(stdout);
     std::exit(0);
   }
   if (need_tokenizer) s->tokenizer = Tokenizer::load(model_path);
+  return s;
+}
+
+std::string parallel_summary(const RuntimeOptions& o) {
+  if (o.tp * o.pp == 1) return "";
+  std::string s = str(", tp ", o.tp, " x pp ", o.pp, " ranks");
+  if (o.pp > 1) s += str(", ", o.micro_batches, " micro-batch", o.micro_batches > 1 ? "es" : "");
   return s;
 }
 

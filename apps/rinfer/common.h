@@ -12,6 +12,7 @@
 #include "runtime/generator.h"
 #include "runtime/kv_cache.h"
 #include "loading/model_loader.h"
+#include "parallel/communicator.h"
 #include "tokenizer/tokenizer.h"
 
 namespace rinfer::cli {
@@ -26,7 +27,10 @@ struct RuntimeOptions {
   std::string lm_head;          // HF directories with int8/int4: "int8"|"int4" quantizes lm_head too (convert --lm-head)
   std::string weights = "copy";
   int64_t prefill_chunk = Generator::kDefaultPrefillChunk;  // prompt tokens per forward call (0: all)
-  int tp = 1;  // tensor-parallel ranks (under mpirun)
+  int tp = 1;  // tensor-parallel ranks per pipeline stage (under mpirun)
+  int pp = 1;  // pipeline stages (under mpirun)
+  int micro_batches = 1;  // serve with pipeline stages: micro-batches per step
+  double step_timeout_s = 300;  // several ranks: a step longer than this ends the job
 };
 
 void add_runtime_options(CLI::App* cmd, RuntimeOptions& o);
@@ -42,21 +46,28 @@ CLI::Validator number_in(double min, double max, bool min_exclusive = false);
 
 struct Session {
   KVCache& kv() { return runner->kv(); }
+  std::unique_ptr<Communicator> stage_comm;  // a pipeline stage's tensor-parallel ranks (--tp and --pp)
   std::unique_ptr<ThreadPool> pool;
   LoadedModel lm;
   std::unique_ptr<ModelRunner> runner;  // runs lm.model on pool, with its KV cache
   std::unique_ptr<Tokenizer> tokenizer;  // null when the model has none and none was needed
 };
 
-// With --tp T > 1 (under mpirun -np T) every rank loads its shard; rank 0
-// returns the session the command drives, the other ranks serve rank 0's
-// batches inside this call and then end the process (exit 0).
+// With --tp T and --pp P (under mpirun -np T*P) every rank loads its shard
+// (parallel/layout.h); rank 0 returns the session the command drives, the
+// other ranks serve rank 0's batches inside this call and then end the
+// process (exit 0). Before loading, the ranks check that they see the same
+// model (a missing directory or another model_desc.json on some rank is an
+// error on rank 0).
 // kv_tokens, when given, sizes the KV cache (in tokens) from the loaded model
 // and the cache dtype instead of --kv-cache-tokens; with several ranks rank
 // 0's answer holds for all (their block ids must match).
 using KvSizer = std::function<int64_t(const LoadedModel& lm, DType kv_dtype)>;
 std::unique_ptr<Session> open_session(const std::string& model_path, const RuntimeOptions& o, bool need_tokenizer,
                                       const KvSizer& kv_tokens = {});
+
+// ", tp 2 x pp 2 ranks, 4 micro-batches" for a split model; "" for one process.
+std::string parallel_summary(const RuntimeOptions& o);
 
 // "int8" for DType::I8 (the --kv-cache-dtype spelling), else dtype_user_name.
 std::string kv_dtype_name(DType dt);

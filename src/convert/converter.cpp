@@ -238,6 +238,7 @@ ConvertStats convert_tensors(const HfCheckpoint& hf, const ConvertOptions& opts,
     sink.begin_group(g);
     for (const auto& spec : hf.arch->tensor_specs(hf.config, g)) {
       used.insert(spec.name);
+      if (opts.wanted && !opts.wanted(spec.name)) continue;
       if (!tied_head_source.empty() && spec.name == tied_head_source) {
         Buffer data, scales;
         quantize_one(hf, spec, *tied_head_q, stage, *pool, data, scales);  // rows read under the table's name

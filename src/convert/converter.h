@@ -17,6 +17,9 @@
 
 namespace rinfer {
 
+// Which tensors (by rinfer name) to load or convert; empty: all of them.
+using TensorFilter = std::function<bool(const std::string& name)>;
+
 struct ConvertOptions {
   DType dtype = DType::BF16;  // for matrices and embeddings (float dtype of the unquantized ones); vectors stay F32
   // Quantized weights (--dtype int8|int4): TensorRole::Matrix tensors become
@@ -39,6 +42,9 @@ struct ConvertOptions {
   // layout decode streams best (kernels/cpu/ops.h, matmul_bf16_blocked) as a
   // BF16 tensor of shape [N/8, K/32, 8, 32]; false keeps them [N, K].
   bool bf16_blocked = true;
+  // In-memory loads of a pipeline stage: only these tensors (the others are
+  // neither read nor counted as unused).
+  TensorFilter wanted;
   bool progress = false;      // progress line on stderr
   ThreadPool* pool = nullptr;  // for quantization; null: the converter makes one
 };

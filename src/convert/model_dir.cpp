@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "core/error.h"
 #include "io/safetensors.h"
@@ -198,7 +199,17 @@ kc::QuantizedWeight stored_quantized(const std::string& dir, const std::string& 
 size_t round_up64(size_t n) { return (n + 63) / 64 * 64; }
 }  // namespace
 
-ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode) {
+ModelConfig read_model_dir_config(const std::string& dir) {
+  const std::string desc_path = (fs::path(dir) / kModelDescFile).string();
+  const nlohmann::json desc = read_json_file(desc_path);
+  try {
+    return ModelConfig::from_json(desc.at("config"));
+  } catch (const nlohmann::json::exception& e) {
+    fail(desc_path, ": ", e.what());
+  }
+}
+
+ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode, const TensorFilter& wanted) {
   const std::string desc_path = (fs::path(dir) / kModelDescFile).string();
   ModelDir md;
   md.desc = read_json_file(desc_path);
@@ -225,7 +236,12 @@ ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode) {
     std::vector<std::shared_ptr<io::SafetensorsFile>> files;
     std::map<std::string, TensorView> stored;
     std::map<std::string, size_t> file_of;
+    auto want = [&](const std::string& name) { return !wanted || wanted(name); };
+    std::set<std::string> needed_files;
+    for (const auto& [name, info] : tensors.items())
+      if (want(name)) needed_files.insert(info.at("file").get<std::string>());
     for (const auto& file : md.desc.at("files")) {
+      if (!needed_files.count(file.get<std::string>())) continue;
       const std::string path = (fs::path(dir) / file.get<std::string>()).string();
       files.push_back(std::make_shared<io::SafetensorsFile>(path));
       for (const auto& e : files.back()->tensors()) {
@@ -238,6 +254,7 @@ ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode) {
     std::map<std::string, kc::QuantizedWeight> quantized;  // by data tensor, separate layout, in the mappings
     std::map<std::string, std::string> scales_of;          // scale tensor -> its data tensor
     for (const auto& [name, info] : tensors.items()) {
+      if (!needed_files.count(info.at("file").get<std::string>())) continue;
       RINFER_CHECK(stored.count(name), dir, ": tensor ", name, " listed in model_desc.json is missing from ",
                    info.at("file").get<std::string>());
       if (!info.contains("quant") && info.contains("layout")) {
@@ -267,6 +284,7 @@ ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode) {
       if (mode == WeightLoadMode::Mmap || st->tensors().empty()) {
         // The tensors stay in the mapping, quantized ones in the separate layout.
         for (const auto& e : st->tensors()) {
+          if (!want(e.name)) continue;
           md.weights->add(e.name, stored.at(e.name));
           if (quantized.count(e.name)) md.weights->add_quantized(e.name, quantized.at(e.name));
         }
@@ -285,12 +303,14 @@ ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode) {
         return kc::quant_interleaved_bytes(w.type, w.N, w.K, w.group_size, w.scale_dtype);
       };
       size_t total = 0;
+      // A scale tensor goes with its data tensor; a stage skips the others'.
+      auto copied = [&](const io::TensorEntry& e) { return !scales_of.count(e.name) && want(e.name); };
       for (const auto& e : st->tensors())
-        if (!scales_of.count(e.name)) total += round_up64(copied_bytes(e));
+        if (copied(e)) total += round_up64(copied_bytes(e));
       Buffer copy(std::max<size_t>(total, 64));
       size_t at = 0;
       for (const auto& e : st->tensors()) {
-        if (scales_of.count(e.name)) continue;
+        if (!copied(e)) continue;
         uint8_t* dst = copy.as<uint8_t>() + at;
         TensorView v = stored.at(e.name);
         const auto q = quantized.find(e.name);

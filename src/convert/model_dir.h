@@ -6,6 +6,7 @@
 //   layer_000.safetensors …  one file per transformer layer
 //   tokenizer files          copied from the checkpoint
 #include <memory>
+#include <functional>
 #include <optional>
 #include <map>
 #include <string>
@@ -65,6 +66,11 @@ struct ModelDir {
   std::unique_ptr<WeightStore> weights;
 };
 
-ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode);
+// The model's config from model_desc.json alone (no weight file opened).
+ModelConfig read_model_dir_config(const std::string& dir);
+
+// wanted: the tensors to load (a pipeline stage's); the files that hold none
+// of them are not opened. Empty: all.
+ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode, const TensorFilter& wanted = {});
 
 }  // namespace rinfer

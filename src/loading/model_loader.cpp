@@ -3,6 +3,8 @@
 #include <filesystem>
 
 #include "convert/hf_checkpoint.h"
+#include "model/llama_layout.h"
+#include "model/pipeline_split.h"
 #include "core/error.h"
 
 namespace fs = std::filesystem;
@@ -19,13 +21,25 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts, ThreadP
   lm.path = path;
   lm.name = fs::path(path).lexically_normal().filename().string();
   if (lm.name.empty() || lm.name == ".") lm.name = fs::absolute(path).parent_path().filename().string();
+  // A pipeline stage: its layers, cut from the model's config before any
+  // weight is read, then only the tensors it needs.
+  Shard shard = opts.shard;
+  TensorFilter wanted;
+  auto plan_stage = [&](const ModelConfig& c) {
+    if (shard.stages == 1) return;
+    RINFER_CHECK(shard.stage >= 0 && shard.stage < shard.stages, "pipeline stage ", shard.stage, " of ",
+                 shard.stages);
+    shard.layers = split_layers(find_architecture(c.architecture), c, shard.stages)[size_t(shard.stage)];
+    wanted = [c, shard](const std::string& name) { return stage_wants_tensor(c, shard, name); };
+  };
   if (is_model_dir(path)) {
     RINFER_CHECK(!opts.dtype.has_value() && !opts.quant.has_value() && !opts.lm_head_quant.has_value(),
                  "--dtype applies to Hugging Face directories; ", path,
                  " is already converted (convert again to change it)");
     // A shard maps the files: its layers then read only their rows (and copy
     // only their columns), not the whole model.
-    ModelDir md = load_model_dir(path, opts.shard.whole() ? opts.mode : WeightLoadMode::Mmap);
+    plan_stage(read_model_dir_config(path));
+    ModelDir md = load_model_dir(path, opts.shard.whole() ? opts.mode : WeightLoadMode::Mmap, wanted);
     lm.config = md.config;
     lm.dtype = md.dtype;
     lm.quant = md.quant;
@@ -33,7 +47,9 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts, ThreadP
     lm.weights = std::move(md.weights);
   } else if (fs::exists(fs::path(path) / "config.json")) {
     HfCheckpoint hf = HfCheckpoint::open(path);
+    plan_stage(hf.config);
     ConvertOptions co;
+    co.wanted = wanted;
     co.dtype = opts.dtype.value_or(opts.quant ? DType::BF16 : hf.storage_dtype());
     co.quant = opts.quant;
     co.group_size = opts.group_size;
@@ -52,7 +68,8 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts, ThreadP
     fail(path, " is neither a rinfer model (", kModelDescFile,
          ") nor a Hugging Face checkpoint (config.json)");
   }
-  lm.model = find_architecture(lm.config.architecture).create(lm.config, *lm.weights, opts.shard);
+  lm.model = find_architecture(lm.config.architecture).create(lm.config, *lm.weights, shard);
+  lm.shard = shard;
   return lm;
 }
 

@@ -20,9 +20,10 @@ struct LoadOptions {
   int64_t group_size = 0;
   std::optional<QuantType> lm_head_quant;  // HF directories only: ConvertOptions::lm_head_quant
   WeightLoadMode mode = WeightLoadMode::Copy;
-  // Which part of the model to build (tensor parallel; default: all of it).
-  // A model directory is then mapped, whatever `mode` says, so that a rank
-  // reads only its shard's bytes.
+  // Which part of the model to build (default: all of it). Tensor parallel
+  // (world > 1): a model directory is then mapped, whatever `mode` says, so
+  // that a rank reads only its shard's bytes. Pipeline (stages > 1): the
+  // loader cuts the layers (split_layers) and reads only the stage's tensors.
   Shard shard;
 };
 
@@ -37,6 +38,7 @@ struct LoadedModel {
   ModelConfig config;
   std::unique_ptr<WeightStore> weights;
   std::unique_ptr<Model> model;
+  Shard shard;  // what model holds (a pipeline stage's layers filled in)
 };
 
 LoadedModel load_model(const std::string& path, const LoadOptions& opts, ThreadPool& pool);

@@ -28,6 +28,7 @@ class GqaAttention : public AttentionBlock {
                            const char* v = "v_proj", const char* o = "o_proj");
   int64_t n_local_heads() const { return n_heads_; }
   int64_t n_local_kv_heads() const { return n_kv_heads_; }
+  int64_t cached_kv_heads() const override { return n_kv_heads_; }
   // Qwen3: RMSNorm over each q and k head (weights [head_dim]) before RoPE.
   void set_qk_norm(RMSNorm q_norm, RMSNorm k_norm) {
     q_norm_ = q_norm;

@@ -14,6 +14,9 @@ class AttentionBlock {
   // h: [n_tokens, hidden] normalized input; out: [n_tokens, hidden].
   virtual void forward(const float* h, const ForwardContext& ctx, int64_t layer, float* out) = 0;
   virtual uint64_t weight_bytes() const = 0;
+  // K/V heads this shard caches per token (GQA: its share of them; 0: the
+  // block does not say, the family gives the cache shape itself).
+  virtual int64_t cached_kv_heads() const { return 0; }
 };
 
 class FeedForwardBlock {

@@ -1,6 +1,7 @@
 #include "model/decoder.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/error.h"
 #include "model/moe.h"
@@ -8,18 +9,23 @@
 
 namespace rinfer {
 
-Decoder::Decoder(const ModelConfig& cfg, TensorView embed, Range vocab_rows, std::vector<DecoderLayer> layers,
-                 RMSNorm final_norm, Linear lm_head, KVCacheShape kv_shape, const Shard& shard)
-    : cfg_(cfg), embed_(std::move(embed)), vocab_(vocab_rows), layers_(std::move(layers)), final_norm_(final_norm),
-      lm_head_(lm_head), kv_shape_(kv_shape), shard_(shard) {
+Decoder::Decoder(const ModelConfig& cfg, DecoderEnds ends, std::vector<DecoderLayer> layers, KVCacheShape kv_shape,
+                 const Shard& shard)
+    : cfg_(cfg), embed_(std::move(ends.embed)), vocab_(ends.vocab), layers_(std::move(layers)),
+      final_norm_(ends.final_norm), lm_head_(ends.lm_head), kv_shape_(kv_shape), shard_(shard) {
+  const int64_t V = vocab_.size();
+  RINFER_CHECK(vocab_.begin >= 0 && vocab_.end <= cfg.vocab_size && V > 0, "token embeddings: rows [", vocab_.begin,
+               ", ", vocab_.end, ") of a vocabulary of ", cfg.vocab_size);
+  RINFER_CHECK(!layers_.empty() && int64_t(layers_.size()) == kv_shape_.n_layers, "decoder: ", layers_.size(),
+               " layers, a KV cache shape of ", kv_shape_.n_layers);
+  RINFER_CHECK(!shard_.last_stage() || (!lm_head_.empty() && final_norm_.weight),
+               "decoder: the last pipeline stage needs the final norm and the output layer");
+  if (!shard_.first_stage()) return;
   RINFER_CHECK(embed_.dtype == DType::F32 || embed_.dtype == DType::F16 || embed_.dtype == DType::BF16,
                "token embeddings: unsupported dtype ", dtype_name(embed_.dtype));
   // [V, H], or BF16 blocked [V/8, H/32, 8, 32] (tied embeddings, see llama_layout.cpp).
   embed_blocked_ = embed_.dtype == DType::BF16 && embed_.shape.size() == 4;
-  const int64_t V = vocab_.size();
   const Shape blocked = {V / 8, cfg.hidden_size / 32, 8, 32};
-  RINFER_CHECK(vocab_.begin >= 0 && vocab_.end <= cfg.vocab_size && V > 0, "token embeddings: rows [", vocab_.begin,
-               ", ", vocab_.end, ") of a vocabulary of ", cfg.vocab_size);
   RINFER_CHECK(embed_blocked_ ? ops::bf16_blockable(V, cfg.hidden_size) && embed_.shape == blocked
                               : embed_.shape.size() == 2 && embed_.shape[0] == V && embed_.shape[1] == cfg.hidden_size,
                "token embeddings have shape ", shape_str(embed_.shape), ", expected [", V, ", ", cfg.hidden_size, "]");
@@ -77,7 +83,6 @@ void Decoder::forward(std::span<const BatchItem> batch, const KvView& kv, float*
   const size_t esz = dtype_size(embed_.dtype);
   int64_t t = 0;
   {
-    profile::Scope s(profile::Stage::Embed);
     for (size_t b = 0; b < batch.size(); ++b)
       for (size_t i = 0; i < batch[b].tokens.size(); ++i, ++t) {
         const int32_t id = batch[b].tokens[i];
@@ -86,6 +91,13 @@ void Decoder::forward(std::span<const BatchItem> batch, const KvView& kv, float*
         tok_item_[t] = int64_t(b);
         tok_pos_[t] = batch[b].start_pos + int64_t(i);
       }
+  }
+  if (!shard_.first_stage()) {
+    // The previous stage's hidden states.
+    RINFER_CHECK(run.stage_input, "pipeline stage ", shard_.stage, " runs without the previous stage's hidden states");
+    std::memcpy(x, run.stage_input, size_t(T * H) * sizeof(float));
+  } else {
+    profile::Scope s(profile::Stage::Embed);
     // The rows come from all over the table (a blocked row is one cache line
     // per 32 values, 512 bytes apart), so a prompt's are split over the pool.
     for_rows(exec, T, [&](int64_t r0, int64_t r1) {
@@ -110,7 +122,7 @@ void Decoder::forward(std::span<const BatchItem> batch, const KvView& kv, float*
       }
     });
   }
-  if (vocab_parallel) comm.all_reduce_sum(x, T * H);
+  if (vocab_parallel && shard_.first_stage()) comm.all_reduce_sum(x, T * H);
   TokenAngles angles;
   ForwardContext ctx;
   ctx.exec = exec;
@@ -150,6 +162,11 @@ void Decoder::forward(std::span<const BatchItem> batch, const KvView& kv, float*
       residual_norm(layers_[size_t(l + 1)].attn_norm);
     else
       residual();
+  }
+  if (!shard_.last_stage()) {
+    RINFER_CHECK(run.stage_output, "pipeline stage ", shard_.stage, " runs without a place for its hidden states");
+    std::memcpy(run.stage_output, x, size_t(T * H) * sizeof(float));
+    return;
   }
   // Only the rows that want logits go through the final norm and the head.
   const int64_t rows = logit_rows(batch);

@@ -19,22 +19,35 @@ struct DecoderLayer {
   std::unique_ptr<FeedForwardBlock> ffn;
 };
 
+// The ends of the layer stack a decoder (or its pipeline stage) holds: the
+// token embeddings on the first stage, the final norm and output layer on
+// the last (empty elsewhere).
+struct DecoderEnds {
+  // [vocab, hidden] (or BF16 blocked [V/8, H/32, 8, 32]), of which the shard
+  // holds rows `vocab` (vocab-parallel: a token outside them embeds to zeros
+  // and the ranks' rows are summed).
+  TensorView embed;
+  Range vocab;
+  // Whole or column-parallel over the same vocabulary rows (the ranks'
+  // logits are gathered).
+  Linear lm_head;
+  RMSNorm final_norm;
+};
+
 class Decoder : public Model {
  public:
   // Vocab-parallel shards are cut on 16 rows (a quantized output layer's blocks).
   static constexpr int64_t kVocabAlign = 16;
-  // embed: the token embeddings, [vocab, hidden] (or BF16 blocked), of
-  // which the shard holds rows vocab_rows (vocab-parallel: a token outside
-  // them embeds to zeros and the ranks' rows are summed); lm_head: the
-  // output layer, whole or column-parallel over the same vocabulary rows
-  // (the ranks' logits are gathered).
-  // shard: which rank of how many the layers were loaded for; forward()
-  // refuses a communicator of another world.
-  Decoder(const ModelConfig& cfg, TensorView embed, Range vocab_rows, std::vector<DecoderLayer> layers,
-          RMSNorm final_norm, Linear lm_head, KVCacheShape kv_shape, const Shard& shard = {});
+  // layers: the shard's pipeline stage's layers (all of them in one stage),
+  // kv_shape: their cache. shard: which rank of how many the layers were
+  // loaded for; forward() refuses a communicator of another world.
+  Decoder(const ModelConfig& cfg, DecoderEnds ends, std::vector<DecoderLayer> layers, KVCacheShape kv_shape,
+          const Shard& shard = {});
 
   const ModelConfig& config() const override { return cfg_; }
   KVCacheShape kv_shape() const override { return kv_shape_; }
+  // A stage other than the first starts from run.stage_input, one other
+  // than the last ends in run.stage_output (hidden states, [tokens, hidden]).
   void forward(std::span<const BatchItem> batch, const KvView& kv, float* logits, const RunContext& run) override;
   uint64_t weight_bytes_per_token() const override;
   std::vector<std::vector<uint64_t>> expert_counts() const override;

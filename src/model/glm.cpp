@@ -32,6 +32,7 @@ class PostNormAttention : public AttentionBlock {
     norm_.forward(out, ctx.tokens.n_tokens, out);
   }
   uint64_t weight_bytes() const override { return inner_->weight_bytes() + uint64_t(norm_.dim) * sizeof(float); }
+  int64_t cached_kv_heads() const override { return inner_->cached_kv_heads(); }
 
  private:
   std::unique_ptr<AttentionBlock> inner_;
@@ -118,7 +119,8 @@ class GlmArchitecture : public Architecture {
         c, w, shard,
         [&](int64_t l) -> std::unique_ptr<FeedForwardBlock> {
           auto mlp = std::make_unique<GatedMLP>(
-              GatedMLP::load(w, layer_prefix(l) + "mlp.", c.hidden_size, c.intermediate_size));
+              GatedMLP::load(w, layer_prefix(l) + "mlp.", c.hidden_size, c.intermediate_size, "gate_proj", "up_proj",
+                             "down_proj", false, shard));
           return std::make_unique<PostNormFeedForward>(std::move(mlp), norm(l, kPostMlpNorm));
         },
         [&](int64_t l) -> std::unique_ptr<AttentionBlock> {

@@ -1,5 +1,10 @@
 #include "model/llama_layout.h"
 
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.h"
+
 namespace rinfer {
 
 std::string layer_prefix(int64_t layer) { return "model.layers." + std::to_string(layer) + "."; }
@@ -74,53 +79,78 @@ std::unique_ptr<Model> make_llama_decoder(const ModelConfig& c, const WeightStor
     };
   const bool default_kv = kv_shape.n_layers == 0;
   if (default_kv) kv_shape = {c.n_layers, c.n_kv_heads, c.head_dim};
+  // A pipeline stage builds its layers only, and caches their K/V only.
+  const Range stage = shard.stage_layers(c.n_layers);
+  RINFER_CHECK(stage.begin >= 0 && stage.end <= c.n_layers && stage.size() > 0, "pipeline stage ", shard.stage,
+               ": layers [", stage.begin, ", ", stage.end, ") of ", c.n_layers);
+  kv_shape.n_layers = stage.size();
   std::vector<DecoderLayer> layers;
-  for (int64_t l = 0; l < c.n_layers; ++l) {
+  for (int64_t l = stage.begin; l < stage.end; ++l) {
     const std::string p = layer_prefix(l);
     DecoderLayer L;
     L.attn_norm = RMSNorm::load(w, p + "input_layernorm.weight", c.hidden_size, c.rms_norm_eps);
     L.ffn_norm = RMSNorm::load(w, p + "post_attention_layernorm.weight", c.hidden_size, c.rms_norm_eps);
     L.attn = attn(l);
-    if (const auto* gqa = dynamic_cast<const GqaAttention*>(L.attn.get()); gqa && default_kv)
-      kv_shape.n_kv_heads = gqa->n_local_kv_heads();  // the shard's K/V heads
+    if (default_kv && L.attn->cached_kv_heads() > 0) kv_shape.n_kv_heads = L.attn->cached_kv_heads();
     L.ffn = ffn(l);
     layers.push_back(std::move(L));
   }
-  // Tied embeddings may be stored blocked (BF16 [V/8, H/32, 8, 32]): the
-  // output layer then takes the blocked GEMV and the decoder gathers rows.
-  const char* embed_name = "model.embed_tokens.weight";
-  const auto eit = w.tensors().find(embed_name);
-  const bool embed_blocked = c.tie_word_embeddings && eit != w.tensors().end() && eit->second.dtype == DType::BF16 &&
-                             eit->second.shape.size() == 4;
-  const TensorView embed = embed_blocked ? eit->second : w.get(embed_name, {c.vocab_size, c.hidden_size});
   // Vocab-parallel: the shard's rows of the table and of the output layer.
   const Range vocab = shard.whole() ? Range{0, c.vocab_size} : shard_range(c.vocab_size, shard, Decoder::kVocabAlign);
-  Linear head;
-  // Tied, unless the converter wrote a quantized copy of the table as the
-  // output layer (convert --lm-head).
-  if (c.tie_word_embeddings && !w.has("lm_head.weight")) {
-    MatrixDesc m;
-    m.format = embed_blocked ? MatrixFormat::BlockedBf16 : MatrixFormat::Dense;
-    m.dtype = embed.dtype;
-    m.data = embed.data;
-    m.N = c.vocab_size;
-    m.K = c.hidden_size;
-    head = Linear::over(ops::matrix_rows(m, vocab.begin, vocab.end),
-                        shard.whole() ? ParallelMode::Replicated : ParallelMode::Column, vocab);
-  } else {
-    head = Linear::load_rows(w, "lm_head", c.hidden_size, c.vocab_size, false, vocab);
+  DecoderEnds ends;
+  ends.vocab = vocab;
+  const bool tied_head = c.tie_word_embeddings && !w.has("lm_head.weight");
+  // Tied embeddings may be stored blocked (BF16 [V/8, H/32, 8, 32]): the
+  // output layer then takes the blocked GEMV and the decoder gathers rows.
+  // The first stage looks rows up in the table; the last multiplies by it
+  // when it is the output layer too; a middle stage holds neither.
+  if (shard.first_stage() || (shard.last_stage() && tied_head)) {
+    const char* embed_name = "model.embed_tokens.weight";
+    const auto eit = w.tensors().find(embed_name);
+    const bool embed_blocked = c.tie_word_embeddings && eit != w.tensors().end() &&
+                               eit->second.dtype == DType::BF16 && eit->second.shape.size() == 4;
+    const TensorView embed = embed_blocked ? eit->second : w.get(embed_name, {c.vocab_size, c.hidden_size});
+    if (shard.last_stage() && tied_head) {
+      MatrixDesc m;
+      m.format = embed_blocked ? MatrixFormat::BlockedBf16 : MatrixFormat::Dense;
+      m.dtype = embed.dtype;
+      m.data = embed.data;
+      m.N = c.vocab_size;
+      m.K = c.hidden_size;
+      ends.lm_head = Linear::over(ops::matrix_rows(m, vocab.begin, vocab.end),
+                                  shard.whole() ? ParallelMode::Replicated : ParallelMode::Column, vocab);
+    }
+    if (shard.first_stage()) {
+      ends.embed = embed;
+      if (!shard.whole()) {
+        // The shard's rows: [V/8, H/32, 8, 32] blocked, [V, H] otherwise.
+        const size_t row_bytes = size_t(c.hidden_size) * dtype_size(embed.dtype);
+        ends.embed.data = static_cast<const uint8_t*>(embed.data) + size_t(vocab.begin) * row_bytes;
+        ends.embed.shape = embed_blocked ? Shape{vocab.size() / 8, c.hidden_size / 32, 8, 32}
+                                         : Shape{vocab.size(), c.hidden_size};
+      }
+    }
   }
-  TensorView table = embed;
-  if (!shard.whole()) {
-    // The shard's rows: [V/8, H/32, 8, 32] blocked, [V, H] otherwise.
-    const size_t row_bytes = size_t(c.hidden_size) * dtype_size(embed.dtype);
-    table.data = static_cast<const uint8_t*>(embed.data) + size_t(vocab.begin) * row_bytes;
-    table.shape = embed_blocked ? Shape{vocab.size() / 8, c.hidden_size / 32, 8, 32} : Shape{vocab.size(), c.hidden_size};
+  if (shard.last_stage()) {
+    // Tied, unless the converter wrote a quantized copy of the table as the
+    // output layer (convert --lm-head).
+    if (!tied_head) ends.lm_head = Linear::load_rows(w, "lm_head", c.hidden_size, c.vocab_size, false, vocab);
+    ends.final_norm = RMSNorm::load(w, "model.norm.weight", c.hidden_size, c.rms_norm_eps);
   }
-  return std::make_unique<Decoder>(c, table, vocab,
-                                   std::move(layers),
-                                   RMSNorm::load(w, "model.norm.weight", c.hidden_size, c.rms_norm_eps), head,
-                                   kv_shape, shard);
+  return std::make_unique<Decoder>(c, std::move(ends), std::move(layers), kv_shape, shard);
+}
+
+bool stage_wants_tensor(const ModelConfig& c, const Shard& shard, const std::string& name) {
+  const std::string lp = "model.layers.";
+  if (name.compare(0, lp.size(), lp) == 0) {
+    const int64_t l = std::atoll(name.c_str() + lp.size());
+    const Range r = shard.stage_layers(c.n_layers);
+    return l >= r.begin && l < r.end;
+  }
+  auto starts = [&](const char* p) { return name.compare(0, std::strlen(p), p) == 0; };
+  if (starts("lm_head.") || starts("model.norm.")) return shard.last_stage();
+  if (starts("model.embed_tokens.")) return shard.first_stage() || (shard.last_stage() && c.tie_word_embeddings);
+  return true;
 }
 
 }  // namespace rinfer

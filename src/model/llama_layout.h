@@ -41,8 +41,15 @@ using AttentionFactory = std::function<std::unique_ptr<AttentionBlock>(int64_t l
 // With a shard of a larger world: attention heads, the dense MLP's width and
 // the vocabulary are split (blocks from other factories are replicated
 // unless they split themselves).
+// With a pipeline stage of several: the stage's layers only, the embedding
+// on the first stage, the final norm and output layer on the last.
 std::unique_ptr<Model> make_llama_decoder(const ModelConfig& c, const WeightStore& w, const Shard& shard,
                                           FfnFactory ffn = {}, AttentionFactory attn = {},
                                           KVCacheShape kv_shape = {});
+
+// Whether a pipeline stage (shard) needs the stored tensor `name` (rinfer's
+// names: model.layers.N.*, model.embed_tokens, model.norm, lm_head), so that
+// a stage reads only its layers' files.
+bool stage_wants_tensor(const ModelConfig& c, const Shard& shard, const std::string& name);
 
 }  // namespace rinfer

@@ -40,7 +40,12 @@ class Communicator;
 // communicator of the ranks that hold the model's other shards.
 struct RunContext {
   ExecContext exec;
-  Communicator* comm = nullptr;  // null: a world of one
+  Communicator* comm = nullptr;  // the stage's tensor-parallel ranks; null: a world of one
+  // A pipeline stage's input from the previous stage (all but the first)
+  // and its output for the next (all but the last): hidden states [tokens,
+  // hidden] of the batch.
+  const float* stage_input = nullptr;
+  float* stage_output = nullptr;
 };
 
 class Model {

@@ -69,8 +69,10 @@ class Qwen3Architecture : public Architecture {
     return make_llama_decoder(
         c, w, shard,
         [&](int64_t l) -> std::unique_ptr<FeedForwardBlock> {
-          if (sparse(c, l)) return make_moe(w, layer_prefix(l) + "mlp.", r, ms, kMoeNames);
-          return std::make_unique<GatedMLP>(GatedMLP::load(w, layer_prefix(l) + "mlp.", c.hidden_size, c.intermediate_size));
+          if (sparse(c, l)) return make_moe(w, layer_prefix(l) + "mlp.", r, ms, kMoeNames, shard);
+          return std::make_unique<GatedMLP>(GatedMLP::load(w, layer_prefix(l) + "mlp.", c.hidden_size,
+                                                           c.intermediate_size, "gate_proj", "up_proj", "down_proj",
+                                                           false, shard));
         },
         [&](int64_t l) -> std::unique_ptr<AttentionBlock> {
           auto attn = make_llama_attention(c, w, shard, l, rope);

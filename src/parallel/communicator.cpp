@@ -12,6 +12,15 @@ void SingleProcess::all_gather_columns(const float* send, int64_t rows, std::spa
   if (send != recv) std::memcpy(recv, send, size_t(rows * counts[0]) * sizeof(float));
 }
 
+void Communicator::send(const void*, int64_t, int to) {
+  fail("rank ", rank(), " of ", world(), " cannot send to rank ", to, ": this communicator has no point-to-point");
+}
+
+void Communicator::recv(void*, int64_t, int from) {
+  fail("rank ", rank(), " of ", world(), " cannot receive from rank ", from,
+       ": this communicator has no point-to-point");
+}
+
 Communicator& single_process() {
   static SingleProcess world;
   return world;

@@ -24,6 +24,13 @@ class Communicator {
                                   float* recv) = 0;
   // data (bytes bytes) of rank `root`, on every rank.
   virtual void broadcast(void* data, int64_t bytes, int root) = 0;
+  // Point to point, between pipeline stages. send() returns as soon as data
+  // may be reused (the message may still be on its way, so a stage goes on
+  // with its next micro-batch); recv() waits for rank `from`'s next message,
+  // which must be exactly `bytes` long. Messages between two ranks arrive in
+  // the order they were sent.
+  virtual void send(const void* data, int64_t bytes, int to);
+  virtual void recv(void* data, int64_t bytes, int from);
 };
 
 class SingleProcess final : public Communicator {

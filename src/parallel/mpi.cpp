@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -30,16 +31,20 @@ void check(int rc, const char* what) {
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator() {
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &world_);
+  explicit MpiCommunicator(MPI_Comm comm) : comm_(comm) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &world_);
+  }
+  ~MpiCommunicator() override {
+    // Sends still on their way complete before their buffers go.
+    for (auto& p : pending_) MPI_Wait(&p.request, MPI_STATUS_IGNORE);
   }
   int rank() const override { return rank_; }
   int world() const override { return world_; }
   void all_reduce_sum(float* data, int64_t n) override {
     // MPI counts are ints: large messages go in pieces.
     for (int64_t i = 0; i < n; i += kMaxCount)
-      check(MPI_Allreduce(MPI_IN_PLACE, data + i, int(std::min(kMaxCount, n - i)), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+      check(MPI_Allreduce(MPI_IN_PLACE, data + i, int(std::min(kMaxCount, n - i)), MPI_FLOAT, MPI_SUM, comm_),
             "all-reduce");
   }
   void all_gather_columns(const float* send, int64_t rows, std::span<const int64_t> counts, float* recv) override {
@@ -56,7 +61,7 @@ class MpiCommunicator final : public Communicator {
     }
     staging_.resize(size_t(total));
     check(MPI_Allgatherv(send, sizes[size_t(rank_)], MPI_FLOAT, staging_.data(), sizes.data(), offsets.data(),
-                         MPI_FLOAT, MPI_COMM_WORLD),
+                         MPI_FLOAT, comm_),
           "all-gather");
     int64_t col = 0;
     for (int r = 0; r < world_; ++r) {
@@ -69,13 +74,49 @@ class MpiCommunicator final : public Communicator {
   void broadcast(void* data, int64_t bytes, int root) override {
     auto* p = static_cast<char*>(data);
     for (int64_t i = 0; i < bytes; i += kMaxCount)
-      check(MPI_Bcast(p + i, int(std::min(kMaxCount, bytes - i)), MPI_BYTE, root, MPI_COMM_WORLD), "broadcast");
+      check(MPI_Bcast(p + i, int(std::min(kMaxCount, bytes - i)), MPI_BYTE, root, comm_), "broadcast");
+  }
+  void send(const void* data, int64_t bytes, int to) override {
+    RINFER_CHECK(bytes < kMaxCount, "send: message of ", bytes, " bytes is too large");
+    // Completed sends give their buffers back; the message is copied so the
+    // caller may reuse `data` at once.
+    while (!pending_.empty()) {
+      int done = 0;
+      check(MPI_Test(&pending_.front().request, &done, MPI_STATUS_IGNORE), "send");
+      if (!done) break;
+      free_.push_back(std::move(pending_.front().bytes));
+      pending_.pop_front();
+    }
+    Pending p;
+    if (!free_.empty()) {
+      p.bytes = std::move(free_.back());
+      free_.pop_back();
+    }
+    p.bytes.assign(static_cast<const char*>(data), static_cast<const char*>(data) + bytes);
+    check(MPI_Isend(p.bytes.data(), int(bytes), MPI_BYTE, to, kTag, comm_, &p.request), "send");
+    pending_.push_back(std::move(p));
+  }
+  void recv(void* data, int64_t bytes, int from) override {
+    RINFER_CHECK(bytes < kMaxCount, "recv: message of ", bytes, " bytes is too large");
+    MPI_Status st;
+    check(MPI_Recv(data, int(bytes), MPI_BYTE, from, kTag, comm_, &st), "receive");
+    int got = 0;
+    MPI_Get_count(&st, MPI_BYTE, &got);
+    RINFER_CHECK(got == bytes, "rank ", rank_, " expected ", bytes, " bytes from rank ", from, ", got ", got);
   }
 
  private:
   static constexpr int64_t kMaxCount = int64_t(1) << 30;
+  static constexpr int kTag = 7;
+  struct Pending {
+    MPI_Request request = MPI_REQUEST_NULL;
+    std::vector<char> bytes;
+  };
+  MPI_Comm comm_;
   int rank_ = 0, world_ = 1;
   std::vector<float> staging_;
+  std::deque<Pending> pending_;
+  std::vector<std::vector<char>> free_;
 };
 
 bool g_active = false;
@@ -118,8 +159,16 @@ Communicator& world() {
     g_active = true;
     std::atexit(finalize_at_exit);
   }
-  static MpiCommunicator comm;
+  static MpiCommunicator comm(MPI_COMM_WORLD);
   return comm;
+}
+
+std::unique_ptr<Communicator> split(int color, int key) {
+  world();
+  MPI_Comm sub;
+  check(MPI_Comm_split(MPI_COMM_WORLD, color, key, &sub), "communicator split");
+  MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN);
+  return std::make_unique<MpiCommunicator>(sub);
 }
 
 bool active() { return g_active; }

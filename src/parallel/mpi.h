@@ -20,6 +20,10 @@ int env_local_size();
 // MPI on the first call (finalized at exit). Only under mpirun.
 Communicator& world();
 
+// A communicator of the ranks that pass the same `color`, ranked by `key`
+// (a pipeline stage's tensor-parallel ranks); every rank must call it.
+std::unique_ptr<Communicator> split(int color, int key);
+
 // Ends the whole job now (every rank), after a rank has failed in a way the
 // others cannot learn of (they would wait in a collective forever).
 [[noreturn]] void abort_job(int code);

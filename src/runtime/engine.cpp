@@ -233,6 +233,12 @@ void Engine::publish_stats() {
   s.preemptions_total = scheduler_.n_preemptions();
   s.prefix_queried_tokens = scheduler_.prefix_queried_tokens();
   s.prefix_hit_tokens = scheduler_.prefix_hit_tokens();
+  s.pipeline_stages = runner_.layout().pp;
+  s.micro_batches = runner_.micro_batches();
+  const PipelineStats& ps = runner_.pipeline_stats();
+  s.pipeline_wall_s = ps.wall_s;
+  for (double b : ps.busy_s) s.pipeline_busy_s += b;
+  s.pipeline_bubble_fraction = ps.bubble_fraction();
   std::lock_guard<std::mutex> lk(mu_);
   published_ = s;
 }

@@ -75,6 +75,11 @@ struct EngineStats {
   int64_t steps_total = 0, preemptions_total = 0;
   int64_t prefix_queried_tokens = 0, prefix_hit_tokens = 0;
   int64_t requests_finished = 0;
+  // Pipeline stages (more than one): the runner's account of the bubble.
+  int pipeline_stages = 1;
+  int micro_batches = 1;
+  double pipeline_wall_s = 0, pipeline_busy_s = 0;  // forward seconds; compute seconds summed over the stages
+  double pipeline_bubble_fraction = 0;
 };
 
 class Engine {

@@ -77,6 +77,18 @@ std::string Metrics::render(const EngineStats& s) const {
   scalar(out, "rinfer_prefix_cache_hits_total", "counter", "Prompt tokens served from the prefix cache.",
          double(s.prefix_hit_tokens));
   std::lock_guard<std::mutex> lk(mu_);
+  if (s.pipeline_stages > 1) {
+    scalar(out, "rinfer_pipeline_stages", "gauge", "Pipeline stages (--pp).", double(s.pipeline_stages));
+    scalar(out, "rinfer_pipeline_micro_batches", "gauge", "Micro-batches per step (--micro-batches).",
+           double(s.micro_batches));
+    scalar(out, "rinfer_pipeline_forward_seconds_total", "counter", "Seconds of forward passes through all stages.",
+           s.pipeline_wall_s);
+    scalar(out, "rinfer_pipeline_busy_seconds_total", "counter", "Compute seconds of the stages, summed.",
+           s.pipeline_busy_s);
+    scalar(out, "rinfer_pipeline_bubble_fraction", "gauge",
+           "Share of the stages' forward time spent waiting (1 - busy / (stages x forward)).",
+           s.pipeline_bubble_fraction);
+  }
   out += "# HELP rinfer_requests_finished_total Requests finished, by reason.\n";
   out += "# TYPE rinfer_requests_finished_total counter\n";
   for (const char* r : {"stop", "length", "cancelled", "error"}) {

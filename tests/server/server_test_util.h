@@ -3,6 +3,8 @@
 // stories260K model, plus small HTTP helpers for the server tests.
 #include <httplib.h>
 
+#include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -108,6 +110,38 @@ class TestServer {
   std::thread thread_;
   int port_ = 0;
 };
+
+// Runs a shell command, returning its exit code and interleaved output.
+inline int sh(const std::string& cmd, std::string& out) {
+  out.clear();
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return -1;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  const int status = pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Where the `openai` npm package is, installed into the build tree on first
+// use (npm's cache makes later installs offline); "" and `why` on failure.
+inline std::string openai_npm_dir(std::string& why) {
+  std::string out;
+  if (sh("node --version", out) != 0) {
+    why = "Node.js is needed for this test: " + out;
+    return "";
+  }
+  const std::filesystem::path dir = std::filesystem::path(RINFER_BIN).parent_path().parent_path() / "npm";
+  if (!std::filesystem::exists(dir / "node_modules" / "openai" / "package.json") &&
+      sh("timeout 180 npm install --prefix " + quote(dir.string()) +
+             " openai --prefer-offline --no-audit --no-fund --loglevel=error",
+         out) != 0) {
+    why = "npm could not install the openai package into " + dir.string() +
+          " (npm registry unreachable and nothing in npm's cache?):\n" + out;
+    return "";
+  }
+  return dir.string();
+}
 
 inline nlohmann::json parse(const std::string& s) { return nlohmann::json::parse(s, nullptr, false); }
 

@@ -1,0 +1,185 @@
+// `rinfer ... --tp T --pp P` under mpirun: every golden family validates
+// tensor-parallel on two ranks, in two pipeline stages, and in two stages of
+// two tensor-parallel ranks (from the HF folder and from a converted model
+// directory), greedy output matches the single process, and worlds that do
+// not fit the model or the options, or ranks that see different models, end
+// every rank with a one-line error instead of a hang.
+// Open MPI runs as root only with --allow-run-as-root, and more ranks than
+// cores only with --oversubscribe.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <sstream>
+
+#include "cli_util.h"
+
+namespace rinfer::test::cli {
+namespace {
+
+// `mpirun -np N rinfer ARGS`, bounded by `timeout` so that a hang fails the
+// test (exit 124) instead of stalling the suite.
+CmdResult run_mpi(int ranks, const std::string& args, int seconds = 120) {
+  static int counter = 0;
+  const auto err_path = fs::temp_directory_path() /
+                        ("rinfer_mpi_err_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
+  const std::string cmd = "timeout " + std::to_string(seconds) +
+                          " mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(ranks) + " " +
+                          RINFER_BIN + " " + args + " 2>" + err_path.string();
+  CmdResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::ifstream e(err_path);
+  std::stringstream ss;
+  ss << e.rdbuf();
+  r.err = ss.str();
+  fs::remove(err_path);
+  return r;
+}
+
+const char* const kFamilies[] = {"llama",         "llama3_rope_scaling", "qwen2",       "mixtral",
+                                 "qwen2_moe",     "baichuan_7b_rope",    "baichuan_13b_alibi",
+                                 "deepseek_v2",   "deepseek_v2_lite",    "deepseek_v3", "deepseek_v3_grouped",
+                                 "deepseek_moe",  "chatglm_glm4"};
+
+TEST(CliParallel, GoldenFamiliesValidateOnTwoRanks) {
+  for (const char* family : kFamilies) {
+    SCOPED_TRACE(family);
+    const CmdResult r = run_mpi(2, "validate --golden " + golden_dir(family) + " --tp 2");
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("PASS"), std::string::npos) << r.out;
+  }
+}
+
+TEST(CliParallel, GoldenFamiliesValidateInPipelineStages) {
+  for (const char* family : kFamilies) {
+    SCOPED_TRACE(family);
+    CmdResult r = run_mpi(2, "validate --golden " + golden_dir(family) + " --pp 2");
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("PASS"), std::string::npos) << r.out;
+    r = run_mpi(4, "validate --golden " + golden_dir(family) + " --tp 2 --pp 2");
+    EXPECT_EQ(r.code, 0) << "--tp 2 --pp 2\n" << r.out << r.err;
+    EXPECT_NE(r.out.find("PASS"), std::string::npos) << r.out;
+  }
+}
+
+TEST(CliParallel, ConvertedModelValidatesOnTwoAndFourRanks) {
+  TempDir tmp;
+  for (const char* family : {"llama", "qwen2"}) {
+    SCOPED_TRACE(family);
+    const std::string m = tmp / family;
+    const CmdResult c = run_rinfer("convert --hf " + golden_dir(family) + "/hf --out " + m + " --dtype f32");
+    ASSERT_EQ(c.code, 0) << c.err;
+    for (const auto& [ranks, layout] : {std::pair{2, "--tp 2"}, {4, "--tp 4"}, {2, "--pp 2"}, {4, "--tp 2 --pp 2"}}) {
+      const CmdResult r =
+          run_mpi(ranks, "validate --golden " + golden_dir(family) + " --model " + m + " " + layout);
+      EXPECT_EQ(r.code, 0) << layout << "\n" << r.out << r.err;
+      EXPECT_NE(r.out.find("PASS"), std::string::npos) << r.out;
+    }
+  }
+}
+
+TEST(CliParallel, GreedyRunMatchesOneProcess) {
+  const std::string args = "run --model " + stories_hf() + " --prompt-ids 1,403,407,261 --max-new-tokens 24 " +
+                           "--temperature 0 --ignore-eos --json";
+  const json one = run_json(args);
+  for (const auto& [ranks, layout] :
+       {std::pair{2, "--tp 2"}, {4, "--tp 4"}, {2, "--pp 2"}, {4, "--pp 4"}, {4, "--tp 2 --pp 2"}}) {
+    const CmdResult r = run_mpi(ranks, args + " " + layout);
+    ASSERT_EQ(r.code, 0) << layout << "\n" << r.err;
+    const json j = json::parse(r.out);  // rank 0 alone prints
+    EXPECT_EQ(ids_of(j, "output_ids"), ids_of(one, "output_ids")) << layout;
+  }
+}
+
+// The families without golden logits (their tiny synthesized checkpoints,
+// checked against tests/reference/hf_forward.py in test_model): greedy
+// tokens split over ranks and stages are the single process's.
+TEST(CliParallel, SynthesizedFamiliesGreedyMatchesOneProcess) {
+  TempDir tmp;
+  for (const char* preset : {"qwen3-tiny", "qwen3-moe-tiny", "glm4-tiny"}) {
+    SCOPED_TRACE(preset);
+    const std::string m = tmp / preset;
+    const CmdResult c = run_rinfer(std::string("synth --preset ") + preset + " --out " + m + " --dtype f32 --seed 7");
+    ASSERT_EQ(c.code, 0) << c.err;
+    const std::string args =
+        "run --model " + m + " --prompt-ids 1,17,250,3,99,140 --max-new-tokens 12 --temperature 0 --ignore-eos --json";
+    const json one = run_json(args);
+    for (const auto& [ranks, layout] : {std::pair{2, "--tp 2"}, {2, "--pp 2"}, {4, "--tp 2 --pp 2"}}) {
+      const CmdResult r = run_mpi(ranks, args + " " + layout);
+      ASSERT_EQ(r.code, 0) << layout << "\n" << r.err;
+      EXPECT_EQ(ids_of(json::parse(r.out), "output_ids"), ids_of(one, "output_ids")) << layout;
+    }
+  }
+}
+
+TEST(CliParallel, WorldsThatDoNotFitAreOneLineErrors) {
+  const std::string golden = " --golden " + golden_dir("llama");
+  // More or fewer ranks than --tp.
+  CmdResult r = run_mpi(2, "validate" + golden + " --tp 3", 60);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.code, 124) << "hung";
+  EXPECT_NE(r.err.find("rinfer: error: --tp 3 but mpirun started 2 ranks"), std::string::npos) << r.err;
+  // Heads that the ranks do not split (llama: 4 heads, 2 K/V heads).
+  r = run_mpi(3, "validate" + golden + " --tp 3", 60);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.code, 124) << "hung";
+  EXPECT_NE(r.err.find("4 attention heads do not split over 3 ranks"), std::string::npos) << r.err;
+  // Stages and ranks that do not multiply to the world.
+  r = run_mpi(2, "validate" + golden + " --tp 2 --pp 2", 60);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.code, 124) << "hung";
+  EXPECT_NE(r.err.find("rinfer: error: --tp 2 --pp 2 (4 ranks) but mpirun started 2 ranks"), std::string::npos)
+      << r.err;
+  // More stages than layers (the tiny qwen2 has 2).
+  r = run_mpi(3, "validate --golden " + golden_dir("qwen2") + " --pp 3", 60);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.code, 124) << "hung";
+  EXPECT_NE(r.err.find("--pp 3: the model has 2 layers, fewer than the stages"), std::string::npos) << r.err;
+  // --tp / --pp without mpirun.
+  r = run_rinfer("validate" + golden + " --tp 2");
+  expect_error(r, "--tp 2 needs mpirun -np 2", "--tp without mpirun");
+  r = run_rinfer("validate" + golden + " --pp 2");
+  expect_error(r, "--pp 2 needs mpirun -np 2", "--pp without mpirun");
+  // A rank that fails alone (a prompt only rank 0 checks) still ends them all.
+  r = run_mpi(2, "run --model " + stories_hf() + " --prompt-ids 1,999999 --tp 2", 60);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.code, 124) << "hung";
+  EXPECT_NE(r.err.find("outside the vocabulary"), std::string::npos) << r.err;
+}
+
+// mpirun's MPMD form gives each rank its own --model: the ranks must find
+// the same model, or rank 0 says which rank does not.
+TEST(CliParallel, RanksThatSeeAnotherModelAreOneLineErrors) {
+  TempDir tmp;
+  const std::string a = tmp / "a", b = tmp / "b";
+  ASSERT_EQ(run_rinfer("convert --hf " + golden_dir("llama") + "/hf --out " + a + " --dtype f32").code, 0);
+  fs::copy(a, b, fs::copy_options::recursive);
+  {
+    std::ofstream desc(fs::path(b) / "model_desc.json", std::ios::app);
+    desc << "\n";  // the same model, as far as JSON goes, but another file
+  }
+  auto mpmd = [&](const std::string& model0, const std::string& model1) {
+    const std::string args = " validate --golden " + golden_dir("llama") + " --pp 2 --model ";
+    return run_mpi(1, args + model0 + " : -np 1 " + RINFER_BIN + args + model1, 60);
+  };
+  CmdResult r = mpmd(a, a);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("PASS"), std::string::npos) << r.out;
+  r = mpmd(a, b);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.code, 124) << "hung";
+  EXPECT_NE(r.err.find("rinfer: error: rank 1 sees another model at " + a), std::string::npos) << r.err;
+  r = mpmd(a, tmp / "missing");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.code, 124) << "hung";
+  EXPECT_NE(r.err.find("rinfer: error: rank 1 has no model at " + a), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace rinfer::test::cli
