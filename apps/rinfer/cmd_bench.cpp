@@ -146,6 +146,20 @@ nlohmann::json print_profile(const profile::PhaseTotals (&prof)[2], double peak_
     std::printf("    %-14s %9.3f %6.1f%%\n", "(rest)", fwd_ms - listed_ms, 100 * (fwd_ms - listed_ms) / fwd_ms);
     out[phase] = {{"forward_calls", t.forwards}, {"forward_ms", fwd_ms}, {"rest_ms", fwd_ms - listed_ms},
                   {"stages", stages}};
+    if (t.comm_calls > 0) {
+      // Tensor-parallel collectives, already counted in the stages above.
+      const double ms = double(t.comm_ns) / 1e6 / calls;
+      const double kb = double(t.comm_bytes) / 1e3 / double(t.comm_calls);
+      std::printf("    communication  %9.3f %6.1f%%  (in the stages above: %.1f collectives of %.1f KB per call, "
+                  "%.1f us each)\n",
+                  ms, 100 * ms / fwd_ms, double(t.comm_calls) / calls, kb,
+                  double(t.comm_ns) / 1e3 / double(t.comm_calls));
+      out[phase]["communication"] = {{"ms", ms},
+                                     {"share", ms / fwd_ms},
+                                     {"collectives", double(t.comm_calls) / calls},
+                                     {"kb_per_collective", kb},
+                                     {"us_per_collective", double(t.comm_ns) / 1e3 / double(t.comm_calls)}};
+    }
   }
   return out;
 }
@@ -313,6 +327,8 @@ Runner add_bench(CLI::App& app) {
         {"kv_cache_dtype", kv_dtype_name(s->kv().dtype())},
         {"weights", o->rt.weights},
         {"threads", s->pool->size()},
+        {"tp", o->rt.tp},
+        {"pp", o->rt.pp},
         {"prompt_len", o->prompt_len},
         {"gen_len", o->gen_len},
         {"samples", o->samples},
@@ -341,6 +357,7 @@ Runner add_bench(CLI::App& app) {
         {"decode_prefetch", prefetch_name},
         {"rinfer_commit", RINFER_GIT_COMMIT},
     };
+    if (o->rt.pp > 1) j["pipeline_bubble_fraction"] = s->runner->pipeline_stats().bubble_fraction();
     // The output layer's format: quantized (convert --lm-head), the float
     // dtype, or the token embeddings (tied).
     {
@@ -430,6 +447,10 @@ Runner add_bench(CLI::App& app) {
     std::printf("  decode          %10.2f ± %.2f tokens/s (TPOT %.1f ms)\n", decode_tps.mean(), decode_tps.std(),
                 decode_tps.mean() > 0 ? 1e3 / decode_tps.mean() : 0.0);
     std::printf("%s", qpaths.c_str());
+    if (o->rt.pp > 1)
+      std::printf("  pipeline        %d stages, bubble fraction %.3f (rank 0: stage 0; the stages' busy time against "
+                  "%d x the forward time)\n",
+                  o->rt.pp, s->runner->pipeline_stats().bubble_fraction(), o->rt.pp);
     std::printf("  peak RSS        %10.1f MB = %.2f x (weights %.1f MB + KV cache %.1f MB)\n", rss.mean() / 1e6,
                 rss.mean() / double(s->lm.weights->total_bytes() + s->kv().bytes()),
                 double(s->lm.weights->total_bytes()) / 1e6, double(s->kv().bytes()) / 1e6);

@@ -288,7 +288,9 @@ ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode, const Tenso
           md.weights->add(e.name, stored.at(e.name));
           if (quantized.count(e.name)) md.weights->add_quantized(e.name, quantized.at(e.name));
         }
-        md.weights->own(std::shared_ptr<void>(st));
+        md.weights->own_mapping(std::shared_ptr<void>(st), [st] {
+          for (const auto& e : st->tensors()) st->release(e);
+        });
         continue;
       }
       // Copy: one anonymous buffer per file, each tensor 64-byte aligned in

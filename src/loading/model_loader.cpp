@@ -70,6 +70,8 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts, ThreadP
   }
   lm.model = find_architecture(lm.config.architecture).create(lm.config, *lm.weights, shard);
   lm.shard = shard;
+  // A tensor-parallel shard read whole matrices' pages to copy its columns.
+  if (!shard.whole()) lm.weights->drop_mapped_pages();
   return lm;
 }
 

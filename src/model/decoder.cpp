@@ -122,7 +122,10 @@ void Decoder::forward(std::span<const BatchItem> batch, const KvView& kv, float*
       }
     });
   }
-  if (vocab_parallel && shard_.first_stage()) comm.all_reduce_sum(x, T * H);
+  if (vocab_parallel && shard_.first_stage()) {
+    profile::CommScope s(uint64_t(T * H) * sizeof(float));
+    comm.all_reduce_sum(x, T * H);
+  }
   TokenAngles angles;
   ForwardContext ctx;
   ctx.exec = exec;
@@ -193,6 +196,7 @@ void Decoder::forward(std::span<const BatchItem> batch, const KvView& kv, float*
   std::vector<int64_t> counts(size_t(comm.world()));
   for (int r = 0; r < comm.world(); ++r)
     counts[size_t(r)] = shard_range(cfg_.vocab_size, {r, comm.world()}, kVocabAlign).size();
+  profile::CommScope gather(uint64_t(rows * vocab_.size()) * sizeof(float));
   comm.all_gather_columns(local_logits_.data(), rows, counts, logits);
 }
 

@@ -7,6 +7,7 @@
 
 #include "core/buffer.h"
 #include "core/error.h"
+#include "model/stage_profile.h"
 
 namespace rinfer {
 
@@ -134,7 +135,10 @@ void Linear::forward(const ForwardContext& ctx, const float* x, int64_t rows, fl
   }
   // A partial sum on each rank; the bias joins once, after the reduction.
   ops::matmul(ctx.exec, x, rows, w_.K, w_, nullptr, y, w_.N);
-  ctx.comm->all_reduce_sum(y, rows * w_.N);
+  {
+    profile::CommScope comm(uint64_t(rows * w_.N) * sizeof(float));
+    ctx.comm->all_reduce_sum(y, rows * w_.N);
+  }
   if (bias_)
     for (int64_t r = 0; r < rows; ++r) ops::add_inplace(y + r * w_.N, bias_, w_.N);
 }

@@ -148,6 +148,7 @@ void MoeFeedForward::forward(const float* h, int64_t T, float* out, const Forwar
   }
   if (reduces_) {
     profile::Scope s(profile::Stage::MoeCombine);
+    profile::CommScope comm(uint64_t(T * H) * sizeof(float));
     ctx.comm->all_reduce_sum(out, T * H);
   }
 }

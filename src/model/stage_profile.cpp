@@ -69,6 +69,14 @@ void add(Stage s, uint64_t ns, uint64_t bytes, uint64_t macs, uint64_t busy_ns) 
   t.macs += macs;
 }
 
+void add_comm(uint64_t ns, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  PhaseTotals& t = g_totals[size_t(g_phase)];
+  t.comm_ns += ns;
+  t.comm_calls += 1;
+  t.comm_bytes += bytes;
+}
+
 void add_forward(uint64_t ns) {
   std::lock_guard<std::mutex> lock(g_mutex);
   PhaseTotals& t = g_totals[size_t(g_phase)];

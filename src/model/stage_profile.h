@@ -57,6 +57,10 @@ struct StageTotals {
 struct PhaseTotals {
   uint64_t forwards = 0;  // Model::forward calls
   uint64_t forward_ns = 0;
+  // The collectives between tensor-parallel ranks (all-reduce, all-gather),
+  // inside the stages above: their time (the wait for the slowest rank
+  // included), count and bytes sent per rank.
+  uint64_t comm_ns = 0, comm_calls = 0, comm_bytes = 0;
   std::array<StageTotals, size_t(Stage::kCount)> stages{};
 };
 
@@ -71,6 +75,7 @@ void set_phase(Phase p);
 void add(Stage s, uint64_t ns, uint64_t bytes, uint64_t macs, uint64_t busy_ns);
 uint64_t macs_now();  // ops::matmul_macs()
 void add_forward(uint64_t ns);
+void add_comm(uint64_t ns, uint64_t bytes);
 
 // Times its lifetime as stage s, when profiling is on. `bytes`, what the
 // stage reads, is a number or a callable returning it; a callable is only
@@ -103,6 +108,20 @@ class Scope {
   Stage s_;
   uint64_t bytes_ = 0, macs0_ = 0, t0_ = 0;
   ThreadPool::Stats pool0_;
+};
+
+// Times a collective (inside whatever stage scope is open) as communication.
+class CommScope {
+ public:
+  explicit CommScope(uint64_t bytes) : bytes_(bytes), t0_(enabled() ? steady_now_ns() : 0) {}
+  ~CommScope() {
+    if (t0_) add_comm(steady_now_ns() - t0_, bytes_);
+  }
+  CommScope(const CommScope&) = delete;
+  CommScope& operator=(const CommScope&) = delete;
+
+ private:
+  uint64_t bytes_, t0_;
 };
 
 // Times a whole forward call (the denominator of the stage shares).

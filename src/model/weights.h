@@ -3,6 +3,7 @@
 // their bytes (anonymous buffers or file mappings). Models look tensors up
 // once at construction with the shape they expect; a missing or mis-shaped
 // tensor is an error that names it, never a silent fallback.
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -19,6 +20,17 @@ class WeightStore {
   void add(const std::string& name, const TensorView& view);
   void own(Buffer&& buffer) { buffers_.push_back(std::move(buffer)); }
   void own(std::shared_ptr<void> holder) { holders_.push_back(std::move(holder)); }
+  // A file mapping, and how to hand its resident pages back to the kernel.
+  void own_mapping(std::shared_ptr<void> holder, std::function<void()> drop_pages) {
+    holders_.push_back(std::move(holder));
+    drop_pages_.push_back(std::move(drop_pages));
+  }
+  // Drops every mapping's resident pages: after a shard has copied what it
+  // copies, the pages read for that would otherwise stay in its RSS; the
+  // views it still uses fault theirs back in from the page cache.
+  void drop_mapped_pages() const {
+    for (const auto& d : drop_pages_) d();
+  }
 
   bool has(const std::string& name) const { return tensors_.count(name) != 0; }
   // The tensor with exactly this shape, or an Error naming it and the shape.
@@ -40,6 +52,7 @@ class WeightStore {
   std::map<std::string, QuantizedWeight> quantized_;
   std::vector<Buffer> buffers_;
   std::vector<std::shared_ptr<void>> holders_;
+  std::vector<std::function<void()>> drop_pages_;
 };
 
 }  // namespace rinfer

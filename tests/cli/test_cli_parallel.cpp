@@ -118,6 +118,34 @@ TEST(CliParallel, SynthesizedFamiliesGreedyMatchesOneProcess) {
   }
 }
 
+// bench --profile counts the tensor-parallel collectives of a step: one
+// all-reduce after attention and one after the MLP per layer, one for the
+// vocab-parallel embedding and the gather of the logits; bench --pp reports
+// the pipeline's bubble.
+TEST(CliParallel, BenchReportsCommunicationAndBubble) {
+  TempDir tmp;
+  const std::string out = tmp / "b.json";
+  const std::string args = "bench --model " + stories_hf() + " --prompt-len 16 --gen-len 4 --samples 1 --warmup 0 " +
+                           "--no-roofline --profile --json " + out;
+  CmdResult r = run_mpi(2, args + " --tp 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  json j = read_json(out);
+  const int64_t layers = j["n_layers"].get<int64_t>();
+  EXPECT_EQ(j["tp"], 2);
+  EXPECT_EQ(j["profile"]["decode"]["communication"]["collectives"].get<double>(), double(2 * layers + 2));
+  EXPECT_GT(j["profile"]["decode"]["communication"]["share"].get<double>(), 0.0);
+  EXPECT_LT(j["profile"]["decode"]["communication"]["share"].get<double>(), 1.0);
+  EXPECT_FALSE(j.contains("pipeline_bubble_fraction"));
+  r = run_mpi(2, args + " --pp 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = read_json(out);
+  EXPECT_EQ(j["pp"], 2);
+  EXPECT_FALSE(j["profile"]["decode"].contains("communication"));  // stages send point to point, not collectives
+  // One sequence: a stage waits while the other works, half the time at best.
+  EXPECT_GT(j["pipeline_bubble_fraction"].get<double>(), 0.3);
+  EXPECT_LT(j["pipeline_bubble_fraction"].get<double>(), 1.0);
+}
+
 TEST(CliParallel, WorldsThatDoNotFitAreOneLineErrors) {
   const std::string golden = " --golden " + golden_dir("llama");
   // More or fewer ranks than --tp.
