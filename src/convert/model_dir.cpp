@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -209,7 +210,39 @@ ModelConfig read_model_dir_config(const std::string& dir) {
   }
 }
 
-ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode, const TensorFilter& wanted) {
+StoredBytes read_model_dir_bytes(const std::string& dir, int64_t n_layers) {
+  const std::string desc_path = (fs::path(dir) / kModelDescFile).string();
+  const nlohmann::json desc = read_json_file(desc_path);
+  StoredBytes b;
+  b.layers.assign(size_t(std::max<int64_t>(n_layers, 0)), 0.0);
+  double table = 0, head = 0;
+  bool has_head = false;
+  try {
+    for (const auto& [name, info] : desc.at("tensors").items()) {
+      const auto dt = dtype_from_name(info.at("dtype").get<std::string>());
+      RINFER_CHECK(dt.has_value(), desc_path, ": tensor ", name, ": unknown dtype ", info.at("dtype"));
+      double bytes = double(dtype_size(*dt));
+      for (int64_t d : info.value("stored_shape", info.at("shape")).get<Shape>()) bytes *= double(d);
+      const std::string lp = "model.layers.";
+      if (name.compare(0, lp.size(), lp) == 0) {
+        const int64_t l = std::atoll(name.c_str() + lp.size());
+        if (l >= 0 && l < n_layers) b.layers[size_t(l)] += bytes;
+      } else if (name.compare(0, 8, "lm_head.") == 0) {
+        head += bytes;
+        has_head = true;
+      } else if (name == "model.embed_tokens.weight") {
+        table = bytes;
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    fail(desc_path, ": ", e.what());
+  }
+  b.head = has_head ? head : table;
+  return b;
+}
+
+ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode, const TensorFilter& wanted,
+                        const TensorFilter& keep_mapped) {
   const std::string desc_path = (fs::path(dir) / kModelDescFile).string();
   ModelDir md;
   md.desc = read_json_file(desc_path);
@@ -306,7 +339,10 @@ ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode, const Tenso
       };
       size_t total = 0;
       // A scale tensor goes with its data tensor; a stage skips the others'.
-      auto copied = [&](const io::TensorEntry& e) { return !scales_of.count(e.name) && want(e.name); };
+      auto mapped = [&](const io::TensorEntry& e) { return keep_mapped && !quantized.count(e.name) && keep_mapped(e.name); };
+      auto copied = [&](const io::TensorEntry& e) {
+        return !scales_of.count(e.name) && want(e.name) && !mapped(e);
+      };
       for (const auto& e : st->tensors())
         if (copied(e)) total += round_up64(copied_bytes(e));
       Buffer copy(std::max<size_t>(total, 64));
@@ -317,17 +353,37 @@ ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode, const Tenso
         TensorView v = stored.at(e.name);
         const auto q = quantized.find(e.name);
         const size_t bytes = copied_bytes(e);
+        // The pages read for the copy leave as it goes: peak memory is the
+        // weights plus a chunk, not plus a file (a token table can be most
+        // of a small model).
         if (q == quantized.end()) {
-          std::memcpy(dst, v.data, bytes);
+          constexpr size_t kChunk = size_t(16) << 20;
+          const auto* src = static_cast<const uint8_t*>(v.data);
+          for (size_t off = 0; off < bytes; off += kChunk) {
+            const size_t n = std::min(kChunk, bytes - off);
+            std::memcpy(dst + off, src + off, n);
+            st->release(e, off, n);
+          }
           v.data = dst;
           md.weights->add(e.name, v);
         } else {
           md.weights->add(e.name, TensorView{DType::U8, {int64_t(bytes)}, dst});
           md.weights->add_quantized(e.name, kc::interleave_quant_scales(q->second, dst));
+          st->release(e);
         }
         at += round_up64(bytes);
       }
       md.weights->own(std::move(copy));
+      bool keeps_mapping = false;
+      for (const auto& e : st->tensors())
+        if (want(e.name) && mapped(e)) {
+          md.weights->add(e.name, stored.at(e.name));
+          keeps_mapping = true;
+        }
+      if (keeps_mapping) {
+        md.weights->own(std::shared_ptr<void>(st));
+        continue;
+      }
       // Unmapped now: the file's pages read for the copy leave the process
       // (peak memory one file above the weights, not twice the weights).
       files[f].reset();

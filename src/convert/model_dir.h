@@ -69,8 +69,19 @@ struct ModelDir {
 // The model's config from model_desc.json alone (no weight file opened).
 ModelConfig read_model_dir_config(const std::string& dir);
 
+// What the model's layers and its output layer (lm_head, or the tied token
+// embeddings) take in their files, from model_desc.json alone.
+struct StoredBytes {
+  std::vector<double> layers;  // [n_layers]
+  double head = 0;
+};
+StoredBytes read_model_dir_bytes(const std::string& dir, int64_t n_layers);
+
 // wanted: the tensors to load (a pipeline stage's); the files that hold none
-// of them are not opened. Empty: all.
-ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode, const TensorFilter& wanted = {});
+// of them are not opened. Empty: all. keep_mapped: float tensors left in
+// the mapping even when `mode` copies (a table only looked up by row, whose
+// untouched pages then never become resident).
+ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode, const TensorFilter& wanted = {},
+                        const TensorFilter& keep_mapped = {});
 
 }  // namespace rinfer

@@ -240,6 +240,12 @@ void SafetensorsFile::release(const TensorEntry& e) const {
   file_.release(size_t(data_section_ - file_.data()) + e.begin, e.end - e.begin);
 }
 
+void SafetensorsFile::release(const TensorEntry& e, size_t from, size_t len) const {
+  const size_t size = e.end - e.begin;
+  if (from >= size) return;
+  file_.release(size_t(data_section_ - file_.data()) + e.begin + from, std::min(len, size - from));
+}
+
 // ---------------------------------------------------------------- checkpoint
 
 namespace {

@@ -37,8 +37,10 @@ class SafetensorsFile {
   const TensorEntry* find(std::string_view name) const;
   TensorView view(const TensorEntry& e) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
-  // Drop the resident pages of one tensor (streaming conversion).
+  // Drop the resident pages of one tensor (streaming conversion), or of its
+  // bytes [from, from + len).
   void release(const TensorEntry& e) const;
+  void release(const TensorEntry& e, size_t from, size_t len) const;
 
  private:
   MappedFile file_;

@@ -21,16 +21,23 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts, ThreadP
   lm.path = path;
   lm.name = fs::path(path).lexically_normal().filename().string();
   if (lm.name.empty() || lm.name == ".") lm.name = fs::absolute(path).parent_path().filename().string();
-  // A pipeline stage: its layers, cut from the model's config before any
-  // weight is read, then only the tensors it needs.
+  // A pipeline stage: its layers, cut from the model's config (and, for a
+  // model directory, the bytes its tensors are stored in) before any weight
+  // is read, then only the tensors it needs.
   Shard shard = opts.shard;
-  TensorFilter wanted;
-  auto plan_stage = [&](const ModelConfig& c) {
+  TensorFilter wanted, keep_mapped;
+  auto plan_stage = [&](const ModelConfig& c, const std::vector<double>& layer_bytes, double head_bytes) {
     if (shard.stages == 1) return;
     RINFER_CHECK(shard.stage >= 0 && shard.stage < shard.stages, "pipeline stage ", shard.stage, " of ",
                  shard.stages);
-    shard.layers = split_layers(find_architecture(c.architecture), c, shard.stages)[size_t(shard.stage)];
+    shard.layers = layer_bytes.empty()
+                       ? split_layers(find_architecture(c.architecture), c, shard.stages)[size_t(shard.stage)]
+                       : split_layers(layer_bytes, 0.0, head_bytes, shard.stages)[size_t(shard.stage)];
     wanted = [c, shard](const std::string& name) { return stage_wants_tensor(c, shard, name); };
+    // The first stage only looks rows of the token embeddings up: mapped,
+    // the rows never read stay out of its memory.
+    if (!shard.last_stage())
+      keep_mapped = [](const std::string& name) { return name == "model.embed_tokens.weight"; };
   };
   if (is_model_dir(path)) {
     RINFER_CHECK(!opts.dtype.has_value() && !opts.quant.has_value() && !opts.lm_head_quant.has_value(),
@@ -38,8 +45,12 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts, ThreadP
                  " is already converted (convert again to change it)");
     // A shard maps the files: its layers then read only their rows (and copy
     // only their columns), not the whole model.
-    plan_stage(read_model_dir_config(path));
-    ModelDir md = load_model_dir(path, opts.shard.whole() ? opts.mode : WeightLoadMode::Mmap, wanted);
+    if (shard.stages > 1) {
+      const ModelConfig c = read_model_dir_config(path);
+      const StoredBytes b = read_model_dir_bytes(path, c.n_layers);
+      plan_stage(c, b.layers, b.head);
+    }
+    ModelDir md = load_model_dir(path, opts.shard.whole() ? opts.mode : WeightLoadMode::Mmap, wanted, keep_mapped);
     lm.config = md.config;
     lm.dtype = md.dtype;
     lm.quant = md.quant;
@@ -47,7 +58,7 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts, ThreadP
     lm.weights = std::move(md.weights);
   } else if (fs::exists(fs::path(path) / "config.json")) {
     HfCheckpoint hf = HfCheckpoint::open(path);
-    plan_stage(hf.config);
+    plan_stage(hf.config, {}, 0.0);
     ConvertOptions co;
     co.wanted = wanted;
     co.dtype = opts.dtype.value_or(opts.quant ? DType::BF16 : hf.storage_dtype());

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "convert/model_dir.h"
 #include "loading/model_loader.h"
 #include "model/architecture.h"
 #include "model/pipeline_split.h"
@@ -91,7 +92,13 @@ TEST(PipelineStage, ReadsOnlyItsOwnLayersFiles) {
   ASSERT_EQ(c.code, 0) << c.err;
   ThreadPool pool(1);
   const LoadedModel whole = load_model(m.string(), {}, pool);
-  const auto stages = split_layers(find_architecture(whole.config.architecture), whole.config, 2);
+  // A model directory is split by the bytes its files hold: equal layers
+  // here, and the f32 output layer on the last stage.
+  const StoredBytes bytes = read_model_dir_bytes(m.string(), whole.config.n_layers);
+  ASSERT_EQ(int64_t(bytes.layers.size()), whole.config.n_layers);
+  for (double b : bytes.layers) EXPECT_EQ(b, bytes.layers[0]);
+  EXPECT_EQ(bytes.head, double(whole.config.vocab_size * whole.config.hidden_size * 4));
+  const auto stages = split_layers(bytes.layers, 0.0, bytes.head, 2);
   // The file of the last layer goes: stage 0 does not miss it, stage 1 does.
   const auto desc = test::read_json(m / "model_desc.json");
   const std::string last = "model.layers." + std::to_string(whole.config.n_layers - 1) + ".input_layernorm.weight";
