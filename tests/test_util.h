@@ -45,12 +45,12 @@ struct CmdResult {
   std::string err;  // stderr
 };
 
-// Runs `rinfer ARGS` through the shell, capturing stdout and stderr.
-inline CmdResult run_rinfer(const std::string& args) {
+// Runs a shell command, capturing its stdout and stderr apart.
+inline CmdResult run_shell(const std::string& command) {
   static int counter = 0;
   auto err_path = std::filesystem::temp_directory_path() /
                   ("rinfer_test_err_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-  std::string cmd = std::string(RINFER_BIN) + " " + args + " 2>" + err_path.string();
+  std::string cmd = command + " 2>" + err_path.string();
   CmdResult r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -66,6 +66,9 @@ inline CmdResult run_rinfer(const std::string& args) {
   std::filesystem::remove(err_path);
   return r;
 }
+
+// Runs `rinfer ARGS` through the shell, capturing stdout and stderr.
+inline CmdResult run_rinfer(const std::string& args) { return run_shell(std::string(RINFER_BIN) + " " + args); }
 
 inline std::string quote(const std::string& s) {
   std::string q = "'";

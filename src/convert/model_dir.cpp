@@ -320,6 +320,15 @@ ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode, const Tenso
           if (!want(e.name)) continue;
           md.weights->add(e.name, stored.at(e.name));
           if (quantized.count(e.name)) md.weights->add_quantized(e.name, quantized.at(e.name));
+          if (scales_of.count(e.name)) continue;
+          const io::TensorEntry* scales = nullptr;
+          if (quantized.count(e.name))
+            for (const auto& x : st->tensors())
+              if (scales_of.count(x.name) && scales_of.at(x.name) == e.name) scales = &x;
+          md.weights->set_page_release(e.name, [st, e, scales] {
+            st->release(e);
+            if (scales) st->release(*scales);
+          });
         }
         md.weights->own_mapping(std::shared_ptr<void>(st), [st] {
           for (const auto& e : st->tensors()) st->release(e);

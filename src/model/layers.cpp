@@ -100,7 +100,18 @@ Linear Linear::load_rows(const WeightStore& w, const std::string& prefix, int64_
   l.rows_ = rows;
   l.cols_ = {0, in};
   if (bias) l.bias_ = w.get_f32(prefix + ".bias", {out}) + rows.begin;
+  if (l.mode_ == ParallelMode::Column) {
+    l.own_copy();
+    w.release_pages(prefix + ".weight");
+  }
   return l;
+}
+
+void Linear::own_copy() {
+  if (w_.empty()) return;
+  auto copy = std::make_shared<Buffer>(ops::matrix_copy_bytes(w_));
+  w_ = ops::matrix_copy(w_, copy->data());
+  owned_ = copy;
 }
 
 Linear Linear::load_columns(const WeightStore& w, const std::string& prefix, int64_t in, int64_t out, bool bias,
@@ -110,6 +121,7 @@ Linear Linear::load_columns(const WeightStore& w, const std::string& prefix, int
   auto copy = std::make_shared<Buffer>(ops::matrix_columns_bytes(m, cols.begin, cols.end));
   l.w_ = ops::matrix_columns(m, cols.begin, cols.end, copy->data());
   l.owned_ = copy;
+  w.release_pages(prefix + ".weight");
   l.mode_ = ParallelMode::Row;
   l.world_ = shard.world;
   l.rank_ = shard.rank;

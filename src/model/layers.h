@@ -54,6 +54,11 @@ class Linear {
   // A Linear over a matrix someone else holds (tied embeddings).
   static Linear over(const MatrixDesc& m, ParallelMode mode = ParallelMode::Replicated, Range rows = {});
 
+  // Holds its matrix in a private copy (quantized: scales interleaved), no
+  // longer a view of someone else's bytes: a shard of a mapped file then
+  // decodes as fast as a model loaded whole.
+  void own_copy();
+
   void forward(const ForwardContext& ctx, const float* x, int64_t rows, float* y) const;
   // forward() without a reducing Linear's all-reduce: this rank's partial
   // sum, the bias on rank 0 only, so that the ranks' sums add it once. For
@@ -78,7 +83,7 @@ class Linear {
   ParallelMode mode_ = ParallelMode::Replicated;
   int world_ = 1, rank_ = 0;
   Range rows_, cols_;
-  std::shared_ptr<const void> owned_;  // a Row shard's copy of its columns
+  std::shared_ptr<const void> owned_;  // a shard's copy of its rows or columns
 };
 
 // Several Linears of one input (a layer's q/k/v, gate/up), none of them

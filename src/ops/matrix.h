@@ -35,9 +35,16 @@ namespace rinfer::ops {
 // file reads only its pages.
 MatrixDesc matrix_rows(const MatrixDesc& w, int64_t r0, int64_t r1);
 // Columns [k0, k1) of w copied into `out` (matrix_columns_bytes), in w's
-// layout: k0 and k1 on the layout's column unit (matrix_column_unit).
+// layout, quantized matrices with their scales interleaved (the layout the
+// decode GEMVs stream fastest): k0 and k1 on the layout's column unit
+// (matrix_column_unit).
 size_t matrix_columns_bytes(const MatrixDesc& w, int64_t k0, int64_t k1);
 MatrixDesc matrix_columns(const MatrixDesc& w, int64_t k0, int64_t k1, void* out);
+// All of w copied into `out` (matrix_copy_bytes), quantized matrices with
+// their scales interleaved: a shard's rows out of a mapped file, into
+// memory the kernels read as fast as a model loaded whole.
+size_t matrix_copy_bytes(const MatrixDesc& w);
+MatrixDesc matrix_copy(const MatrixDesc& w, void* out);
 // The units shards are cut on: 1 (dense), 8 rows / 32 columns (blocked
 // BF16), 16 rows / group_size columns (quantized).
 int64_t matrix_row_unit(const MatrixDesc& w);

@@ -1,5 +1,6 @@
 // Shards of a weight matrix in each stored layout (ops/matrix.h).
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 #include "kernels/cpu/ops.h"
@@ -66,12 +67,7 @@ MatrixDesc matrix_rows(const MatrixDesc& w, int64_t r0, int64_t r1) {
 size_t matrix_columns_bytes(const MatrixDesc& w, int64_t k0, int64_t k1) {
   const int64_t k = k1 - k0;
   if (w.format != MatrixFormat::Quantized) return size_t(w.N * k) * dtype_size(w.dtype);
-  const size_t data = kernels::cpu::quant_data_bytes(w.q.type, w.N, k);
-  const size_t scales = kernels::cpu::quant_scale_bytes(w.N, k, w.q.group_size, w.q.scale_dtype);
-  // Interleaved: the separate copy first, then the interleaved one made from it.
-  return w.q.interleaved ? data + scales +
-                               kernels::cpu::quant_interleaved_bytes(w.q.type, w.N, k, w.q.group_size, w.q.scale_dtype)
-                         : data + scales;
+  return kernels::cpu::quant_interleaved_bytes(w.q.type, w.N, k, w.q.group_size, w.q.scale_dtype);
 }
 
 MatrixDesc matrix_columns(const MatrixDesc& w, int64_t k0, int64_t k1, void* out) {
@@ -99,9 +95,12 @@ MatrixDesc matrix_columns(const MatrixDesc& w, int64_t k0, int64_t k1, void* out
       const kernels::cpu::QuantAddr a = kernels::cpu::quant_addr(w.q);
       const int64_t G = k / w.q.group_size, g0 = k0 / w.q.group_size, blocks = kernels::cpu::quant_padded_rows(w.N) / 16;
       const int64_t D = kernels::cpu::quant_group_data_bytes(w.q), S = kernels::cpu::quant_group_scale_bytes(w.q);
-      uint8_t* data = o;
-      uint8_t* scales = o + kernels::cpu::quant_data_bytes(w.q.type, w.N, k);
-      // The separate layout holds a block's groups one after another.
+      // The columns in the separate layout first (a block's groups one
+      // after another), then interleaved into `out`.
+      std::vector<uint8_t> separate(kernels::cpu::quant_data_bytes(w.q.type, w.N, k) +
+                                    kernels::cpu::quant_scale_bytes(w.N, k, w.q.group_size, w.q.scale_dtype));
+      uint8_t* data = separate.data();
+      uint8_t* scales = data + kernels::cpu::quant_data_bytes(w.q.type, w.N, k);
       for (int64_t b = 0; b < blocks; ++b)
         for (int64_t g = 0; g < G; ++g) {
           std::memcpy(data + (b * G + g) * D, a.group_data(b, g0 + g), size_t(D));
@@ -111,14 +110,33 @@ MatrixDesc matrix_columns(const MatrixDesc& w, int64_t k0, int64_t k1, void* out
       s.q.data = data;
       s.q.scales = scales;
       s.q.interleaved = false;
-      if (w.q.interleaved) {
-        uint8_t* inter = scales + kernels::cpu::quant_scale_bytes(w.N, k, w.q.group_size, w.q.scale_dtype);
-        s.q = kernels::cpu::interleave_quant_scales(s.q, inter);
-      }
+      s.q = kernels::cpu::interleave_quant_scales(s.q, o);
       s.data = s.q.data;
       break;
     }
   }
+  return s;
+}
+
+size_t matrix_copy_bytes(const MatrixDesc& w) {
+  if (w.format != MatrixFormat::Quantized) return size_t(w.N * w.K) * dtype_size(w.dtype);
+  return kernels::cpu::quant_interleaved_bytes(w.q.type, w.N, w.K, w.q.group_size, w.q.scale_dtype);
+}
+
+MatrixDesc matrix_copy(const MatrixDesc& w, void* out) {
+  MatrixDesc s = w;
+  if (w.format != MatrixFormat::Quantized) {
+    std::memcpy(out, w.data, matrix_copy_bytes(w));
+    s.data = out;
+    return s;
+  }
+  if (w.q.interleaved) {
+    std::memcpy(out, w.q.data, matrix_copy_bytes(w));
+    s.q.data = out;
+  } else {
+    s.q = kernels::cpu::interleave_quant_scales(w.q, out);
+  }
+  s.data = s.q.data;
   return s;
 }
 

@@ -8,9 +8,7 @@
 // cores only with --oversubscribe.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
-#include <sstream>
+#include <fstream>
 
 #include "cli_util.h"
 
@@ -20,26 +18,8 @@ namespace {
 // `mpirun -np N rinfer ARGS`, bounded by `timeout` so that a hang fails the
 // test (exit 124) instead of stalling the suite.
 CmdResult run_mpi(int ranks, const std::string& args, int seconds = 120) {
-  static int counter = 0;
-  const auto err_path = fs::temp_directory_path() /
-                        ("rinfer_mpi_err_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-  const std::string cmd = "timeout " + std::to_string(seconds) +
-                          " mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(ranks) + " " +
-                          RINFER_BIN + " " + args + " 2>" + err_path.string();
-  CmdResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  std::ifstream e(err_path);
-  std::stringstream ss;
-  ss << e.rdbuf();
-  r.err = ss.str();
-  fs::remove(err_path);
-  return r;
+  return run_shell("timeout " + std::to_string(seconds) + " mpirun --allow-run-as-root --oversubscribe -np " +
+                   std::to_string(ranks) + " " + RINFER_BIN + " " + args);
 }
 
 const char* const kFamilies[] = {"llama",         "llama3_rope_scaling", "qwen2",       "mixtral",
