@@ -325,7 +325,8 @@ ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode, const Tenso
           if (quantized.count(e.name))
             for (const auto& x : st->tensors())
               if (scales_of.count(x.name) && scales_of.at(x.name) == e.name) scales = &x;
-          md.weights->set_page_release(e.name, [st, e, scales] {
+          md.weights->set_page_release(e.name, [st, e, scales](size_t from, size_t len) {
+            if (len != WeightStore::kAll) return st->release(e, from, len);
             st->release(e);
             if (scales) st->release(*scales);
           });

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include <numeric>
 
@@ -100,17 +101,32 @@ Linear Linear::load_rows(const WeightStore& w, const std::string& prefix, int64_
   l.rows_ = rows;
   l.cols_ = {0, in};
   if (bias) l.bias_ = w.get_f32(prefix + ".bias", {out}) + rows.begin;
-  if (l.mode_ == ParallelMode::Column) {
-    l.own_copy();
-    w.release_pages(prefix + ".weight");
-  }
+  if (l.mode_ == ParallelMode::Column) l.own_copy(w, prefix + ".weight");
   return l;
 }
 
-void Linear::own_copy() {
+void Linear::own_copy(const WeightStore& w, const std::string& name) {
   if (w_.empty()) return;
   auto copy = std::make_shared<Buffer>(ops::matrix_copy_bytes(w_));
-  w_ = ops::matrix_copy(w_, copy->data());
+  if (w_.format == MatrixFormat::Quantized) {
+    w_ = ops::matrix_copy(w_, copy->data());
+    w.release_pages(name);
+  } else {
+    // Rows of a dense or blocked matrix are one run of bytes: copied a
+    // chunk at a time, each chunk's pages let go after it.
+    const TensorView t = w.tensors().at(name);
+    const auto* src = static_cast<const uint8_t*>(w_.data);
+    const size_t offset = size_t(src - static_cast<const uint8_t*>(t.data));
+    const size_t bytes = ops::matrix_copy_bytes(w_);
+    constexpr size_t kChunk = size_t(16) << 20;
+    auto* dst = copy->as<uint8_t>();
+    for (size_t at = 0; at < bytes; at += kChunk) {
+      const size_t n = std::min(kChunk, bytes - at);
+      std::memcpy(dst + at, src + at, n);
+      w.release_pages(name, offset + at, n);
+    }
+    w_.data = dst;
+  }
   owned_ = copy;
 }
 

@@ -56,8 +56,9 @@ class Linear {
 
   // Holds its matrix in a private copy (quantized: scales interleaved), no
   // longer a view of someone else's bytes: a shard of a mapped file then
-  // decodes as fast as a model loaded whole.
-  void own_copy();
+  // decodes as fast as a model loaded whole. The matrix being rows of the
+  // tensor `name` in w, the pages copied are handed back as the copy goes.
+  void own_copy(const WeightStore& w, const std::string& name);
 
   void forward(const ForwardContext& ctx, const float* x, int64_t rows, float* y) const;
   // forward() without a reducing Linear's all-reduce: this rank's partial

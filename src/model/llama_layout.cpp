@@ -119,7 +119,7 @@ std::unique_ptr<Model> make_llama_decoder(const ModelConfig& c, const WeightStor
       m.K = c.hidden_size;
       ends.lm_head = Linear::over(ops::matrix_rows(m, vocab.begin, vocab.end),
                                   shard.whole() ? ParallelMode::Replicated : ParallelMode::Column, vocab);
-      if (!shard.whole()) ends.lm_head.own_copy();
+      if (!shard.whole()) ends.lm_head.own_copy(w, embed_name);
     }
     if (shard.first_stage()) {
       ends.embed = embed;

@@ -31,15 +31,15 @@ class WeightStore {
   void drop_mapped_pages() const {
     for (const auto& d : drop_pages_) d();
   }
-  // How to hand one mapped tensor's pages back (with its scales, for a
-  // quantized one), and doing it: a shard that copied its part of a matrix
-  // lets the rest of the matrix's pages go at once. A tensor not in a
-  // mapping: nothing.
-  void set_page_release(const std::string& name, std::function<void()> release) {
-    page_release_[name] = std::move(release);
-  }
-  void release_pages(const std::string& name) const {
-    if (const auto it = page_release_.find(name); it != page_release_.end()) it->second();
+  // How to hand a mapped tensor's pages back — bytes [from, from + len)
+  // of it, all of it (and a quantized one's scales) for len = kAll — and
+  // doing it: a shard that copied its part of a matrix lets the pages go as
+  // it copies. A tensor not in a mapping: nothing.
+  static constexpr size_t kAll = ~size_t(0);
+  using PageRelease = std::function<void(size_t from, size_t len)>;
+  void set_page_release(const std::string& name, PageRelease release) { page_release_[name] = std::move(release); }
+  void release_pages(const std::string& name, size_t from = 0, size_t len = kAll) const {
+    if (const auto it = page_release_.find(name); it != page_release_.end()) it->second(from, len);
   }
 
   bool has(const std::string& name) const { return tensors_.count(name) != 0; }
@@ -63,7 +63,7 @@ class WeightStore {
   std::vector<Buffer> buffers_;
   std::vector<std::shared_ptr<void>> holders_;
   std::vector<std::function<void()>> drop_pages_;
-  std::map<std::string, std::function<void()>> page_release_;
+  std::map<std::string, PageRelease> page_release_;
 };
 
 }  // namespace rinfer
