@@ -20,5 +20,6 @@ Runner add_detokenize(CLI::App& app);
 Runner add_chat_template(CLI::App& app);
 Runner add_serve(CLI::App& app);
 Runner add_bench_serve(CLI::App& app);
+Runner add_plan_experts(CLI::App& app);
 
 }  // namespace rinfer::cli

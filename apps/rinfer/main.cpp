@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   add(rinfer::cli::add_chat_template);
   add(rinfer::cli::add_serve);
   add(rinfer::cli::add_bench_serve);
+  add(rinfer::cli::add_plan_experts);
   // Usage errors print one line like every other error and exit 2; --help
   // and --version still go through CLI11 and exit 0.
   const std::string first = argc > 1 ? argv[1] : "";

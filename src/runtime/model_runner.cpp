@@ -70,6 +70,15 @@ std::vector<std::pair<size_t, size_t>> ModelRunner::micro_batch_cuts(std::span<c
 }
 
 namespace {
+// A step's watchdog is disarmed however the step ends (an error propagates
+// out of it: the step is over either way).
+struct DisarmAtEnd {
+  Watchdog* w;
+  ~DisarmAtEnd() {
+    if (w) w->disarm();
+  }
+};
+
 // What rank 0 tells the others, first of every message: [kind, items, payload].
 enum : int64_t { kForward = 1, kStop = 2 };
 }  // namespace
@@ -137,20 +146,22 @@ void ModelRunner::work() {
 }
 
 void ModelRunner::forward(std::span<const BatchItem> batch, float* logits) {
-  if (par_.world && par_.world->world() > 1) {
+  const bool split = par_.world && par_.world->world() > 1;
+  if (split) {
     RINFER_CHECK(leader(), "rank ", par_.layout.rank, " runs rank 0's batches (work()), it is not driven itself");
     if (watchdog_) watchdog_->arm();
-    send(kForward, batch);
   }
+  const DisarmAtEnd disarm{watchdog_.get()};
+  if (split) send(kForward, batch);
   run(batch, logits);
 }
 
 void ModelRunner::run(std::span<const BatchItem> batch, float* logits) {
+  const DisarmAtEnd disarm{watchdog_.get()};
   if (par_.layout.pp == 1)
     model_.forward(batch, kv_.view(), logits, run_);
   else
     run_pipeline(batch, logits);
-  if (watchdog_) watchdog_->disarm();
 }
 
 // Messages between stages: a micro-batch's hidden states [tokens, hidden]

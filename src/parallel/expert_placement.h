@@ -1,0 +1,61 @@
+#pragma once
+// Expert placement for expert parallelism: which rank holds which experts
+// of a mixture-of-experts layer, planned from measured loads (tokens routed
+// to each expert, `rinfer run --expert-stats`), and how a token picks among
+// an expert's replicas. Deterministic, so that every rank computes the same
+// plan and the same routing without exchanging a message.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rinfer {
+
+struct PlacementOptions {
+  int ranks = 1;
+  int redundant = 0;  // extra physical experts (replicas) per layer, over all ranks
+  // Node-limited routing (DeepSeek-V3's groups): with n_group > 1 and
+  // group_limited, the experts of one group (n_experts / n_group
+  // consecutive ids) and their replicas stay on one set of ranks; the
+  // groups are spread over min(n_group, ranks) equal sets.
+  int n_group = 1;
+  bool group_limited = false;
+};
+
+struct LayerPlacement {
+  int64_t layer = 0;
+  // Per rank, the logical expert of each of its physical slots (the same
+  // number of slots on every rank).
+  std::vector<std::vector<int32_t>> rank_experts;
+  std::vector<int32_t> replicas;    // per logical expert: how many ranks hold it
+  std::vector<double> rank_load;    // per rank: the predicted tokens (each replica takes load / replicas)
+  double balancedness() const;      // mean / max of rank_load (1: perfectly even)
+};
+
+// One layer: replicas first (each redundant slot goes to the expert with
+// the heaviest load per replica, ties to the lower id), then the physical
+// experts packed heaviest first onto the rank with the least load that has
+// a free slot and no replica of the same expert yet (ties to the lower
+// rank). One-line errors when (experts + redundant) does not fill the
+// ranks' slots evenly or the groups do not fit the ranks.
+LayerPlacement plan_layer(const std::vector<double>& loads, const PlacementOptions& o, int64_t layer = 0);
+// Experts [r E / ranks, (r + 1) E / ranks) on rank r, no replicas: the
+// placement without a plan, for comparison.
+LayerPlacement contiguous_layer(const std::vector<double>& loads, int ranks, int64_t layer = 0);
+
+// Load-aware routing over replicas, within one step: a token for an expert
+// with several replicas goes to the replica whose rank has the fewest
+// tokens assigned so far in the step (ties to the lower rank).
+class ReplicaRouter {
+ public:
+  explicit ReplicaRouter(const LayerPlacement& p);
+  void begin_step();  // every rank's count back to 0
+  // The rank that computes this token's `expert`; counts the token there.
+  int route(int32_t expert);
+  const std::vector<int64_t>& rank_tokens() const { return tokens_; }
+
+ private:
+  std::vector<std::vector<int>> holders_;  // per logical expert: its ranks, ascending
+  std::vector<int64_t> tokens_;
+};
+
+}  // namespace rinfer
