@@ -73,6 +73,12 @@ void add_runtime_options(CLI::App* cmd, RuntimeOptions& o) {
                   "Pipeline stages: run under mpirun -np TP*PP, each stage holding a contiguous range of the "
                   "layers (balanced by weights); default 1")
       ->check(integer_in(1, 1024));
+  cmd->add_option("--ep", o.ep,
+                  "Expert-parallel ranks: run under mpirun -np EP, each rank holding its share of every MoE "
+                  "layer's experts (the rest of the model on every rank); default 1")
+      ->check(integer_in(1, 1024));
+  cmd->add_option("--expert-placement", o.expert_placement,
+                  "With --ep: which rank holds which experts (rinfer plan-experts --out); default: contiguous ranges");
   cmd->add_option("--step-timeout", o.step_timeout_s,
                   "Under mpirun: end every rank when one forward step takes longer than this many seconds (a rank "
                   "stopped answering); 0: wait forever (default 300)")
@@ -160,9 +166,12 @@ std::unique_ptr<Session> open_session(const std::string& model_path, const Runti
   RunnerParallel par;
   LoadOptions lo;
   int threads = o.threads;
-  const int ranks = o.tp * o.pp;
+  const int ranks = o.tp * o.pp * o.ep;
+  RINFER_CHECK(o.ep == 1 || (o.tp == 1 && o.pp == 1), "--ep with --tp or --pp is not built yet: give --ep alone");
+  RINFER_CHECK(o.expert_placement.empty() || o.ep > 1, "--expert-placement needs --ep");
   if (ranks > 1 || mpi::env_world_size() > 1) {
-    const std::string layout = o.pp == 1   ? str("--tp ", o.tp)
+    const std::string layout = o.ep > 1    ? str("--ep ", o.ep)
+                               : o.pp == 1 ? str("--tp ", o.tp)
                                : o.tp == 1 ? str("--pp ", o.pp)
                                            : str("--tp ", o.tp, " --pp ", o.pp, " (", ranks, " ranks)");
     RINFER_CHECK(mpi::launched(), layout, " needs mpirun -np ", ranks, " (it runs one rank per process)");
@@ -171,12 +180,16 @@ std::unique_ptr<Session> open_session(const std::string& model_path, const Runti
     comm = &mpi::world();
     check_same_model(model_path, *comm);
     par.world = comm;
-    par.layout = {o.tp, o.pp, comm->rank()};
+    par.layout = {o.tp, o.pp, comm->rank(), o.ep};
     par.micro_batches = o.micro_batches;
     par.step_timeout_s = o.step_timeout_s;
     par.on_hang = end_hung_job;
-    // A stage's tensor-parallel ranks reduce among themselves only.
-    if (o.pp == 1) {
+    // A stage's tensor-parallel ranks reduce among themselves only; the
+    // expert-parallel ranks reduce their MoE layers' sums.
+    if (o.ep > 1) {
+      par.tensor = &single_process();
+      par.experts = comm;
+    } else if (o.pp == 1) {
       par.tensor = comm;
     } else if (o.tp == 1) {
       par.tensor = &single_process();
@@ -185,6 +198,12 @@ std::unique_ptr<Session> open_session(const std::string& model_path, const Runti
       par.tensor = s->stage_comm.get();
     }
     lo.shard = {par.layout.tp_rank(), o.tp, par.layout.stage(), o.pp};
+    if (o.ep > 1) {
+      lo.shard.ep_rank = par.layout.ep_rank();
+      lo.shard.ep_world = o.ep;
+      lo.shard.experts = std::make_shared<const ExpertPlan>(
+          o.expert_placement.empty() ? ExpertPlan{"", o.ep, {}} : ExpertPlan::load(o.expert_placement, o.ep));
+    }
     // The host's cores shared by its ranks, unless --threads says otherwise.
     if (threads == 0) threads = std::max(1, ThreadPool::hardware_threads() / std::max(1, mpi::env_local_size()));
   }
@@ -205,6 +224,8 @@ std::unique_ptr<Session> open_session(const std::string& model_path, const Runti
   }
   lo.mode = o.weights == "mmap" ? WeightLoadMode::Mmap : WeightLoadMode::Copy;
   s->lm = load_model(model_path, lo, *s->pool);
+  RINFER_CHECK(o.ep == 1 || !s->lm.model->expert_counts().empty(), "--ep: ", s->lm.config.architecture,
+               " has no mixture-of-experts layers");
   const auto& cfg = s->lm.config;
   int64_t tokens = o.kv_cache_tokens > 0 ? o.kv_cache_tokens : std::min<int64_t>(cfg.max_position_embeddings, 4096);
   KVCacheOptions ko;
@@ -229,6 +250,7 @@ std::unique_ptr<Session> open_session(const std::string& model_path, const Runti
 }
 
 std::string parallel_summary(const RuntimeOptions& o) {
+  if (o.ep > 1) return str(", ep ", o.ep, " ranks", o.expert_placement.empty() ? "" : ", planned placement");
   if (o.tp * o.pp == 1) return "";
   std::string s = str(", tp ", o.tp, " x pp ", o.pp, " ranks");
   if (o.pp > 1) s += str(", ", o.micro_batches, " micro-batch", o.micro_batches > 1 ? "es" : "");

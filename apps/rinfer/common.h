@@ -29,6 +29,8 @@ struct RuntimeOptions {
   int64_t prefill_chunk = Generator::kDefaultPrefillChunk;  // prompt tokens per forward call (0: all)
   int tp = 1;  // tensor-parallel ranks per pipeline stage (under mpirun)
   int pp = 1;  // pipeline stages (under mpirun)
+  int ep = 1;  // expert-parallel ranks (under mpirun)
+  std::string expert_placement;  // with --ep: rinfer plan-experts' file ("" : experts in contiguous ranges)
   int micro_batches = 1;  // serve with pipeline stages: micro-batches per step
   double step_timeout_s = 300;  // several ranks: a step longer than this ends the job
 };

@@ -27,6 +27,8 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts, ThreadP
   Shard shard = opts.shard;
   TensorFilter wanted, keep_mapped;
   auto plan_stage = [&](const ModelConfig& c, const std::vector<double>& layer_bytes, double head_bytes) {
+    // Expert parallelism: the rank's experts only.
+    if (shard.ep_world > 1) wanted = [c, shard](const std::string& name) { return stage_wants_tensor(c, shard, name); };
     if (shard.stages == 1) return;
     RINFER_CHECK(shard.stage >= 0 && shard.stage < shard.stages, "pipeline stage ", shard.stage, " of ",
                  shard.stages);
@@ -45,7 +47,7 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts, ThreadP
                  " is already converted (convert again to change it)");
     // A shard maps the files: its layers then read only their rows (and copy
     // only their columns), not the whole model.
-    if (shard.stages > 1) {
+    if (shard.stages > 1 || shard.ep_world > 1) {
       const ModelConfig c = read_model_dir_config(path);
       const StoredBytes b = read_model_dir_bytes(path, c.n_layers);
       plan_stage(c, b.layers, b.head);

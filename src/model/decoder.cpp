@@ -130,6 +130,7 @@ void Decoder::forward(std::span<const BatchItem> batch, const KvView& kv, float*
   ForwardContext ctx;
   ctx.exec = exec;
   ctx.comm = &comm;
+  ctx.expert_comm = run.expert_comm ? run.expert_comm : &single_process();
   ctx.batch = batch;
   ctx.tokens = {T, tok_pos_.data(), tok_item_.data(), block_tables_.data(), max_ctx};
   ctx.kv = &kv;

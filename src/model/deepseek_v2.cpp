@@ -161,7 +161,7 @@ class DeepseekV2Architecture : public Architecture {
         c, w, shard,
         [&](int64_t l) -> std::unique_ptr<FeedForwardBlock> {
           if (is_moe_layer(c, l))
-            return make_moe(w, layer_prefix(l) + "mlp.", r, ms, names(ms.shared_inter > 0), shard);
+            return make_moe(w, layer_prefix(l) + "mlp.", r, ms, names(ms.shared_inter > 0), shard, l);
           return std::make_unique<GatedMLP>(GatedMLP::load(w, layer_prefix(l) + "mlp.", c.hidden_size,
                                                            c.intermediate_size, "gate_proj", "up_proj", "down_proj",
                                                            false, shard));

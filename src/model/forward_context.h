@@ -26,6 +26,7 @@ struct TokenAngles {
 struct ForwardContext {
   ExecContext exec;
   Communicator* comm = &single_process();
+  Communicator* expert_comm = &single_process();  // the expert-parallel ranks (MoE layers)
   std::span<const BatchItem> batch;
   // Each token's position (pos), index into batch (seq) and block table, the
   // number of tokens and the longest context.

@@ -1,5 +1,6 @@
 #include "model/llama_layout.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -146,7 +147,18 @@ bool stage_wants_tensor(const ModelConfig& c, const Shard& shard, const std::str
   if (name.compare(0, lp.size(), lp) == 0) {
     const int64_t l = std::atoll(name.c_str() + lp.size());
     const Range r = shard.stage_layers(c.n_layers);
-    return l >= r.begin && l < r.end;
+    if (l < r.begin || l >= r.end) return false;
+    // Expert parallelism: only the experts placed on this rank.
+    const size_t at = name.find(".experts.");
+    if (shard.ep_world > 1 && shard.experts && at != std::string::npos) {
+      const int64_t e = std::atoll(name.c_str() + at + 9);
+      const int64_t n = int64_t(c.family.contains("moe") ? c.family.at("moe").value("n_experts", 0) : 0);
+      if (n <= 0 || e >= n) return true;
+      const LayerPlacement p = shard.experts->layer(l, n);
+      const auto& mine = p.rank_experts[size_t(shard.ep_rank)];
+      return std::find(mine.begin(), mine.end(), int32_t(e)) != mine.end();
+    }
+    return true;
   }
   auto starts = [&](const char* p) { return name.compare(0, std::strlen(p), p) == 0; };
   if (starts("lm_head.") || starts("model.norm.")) return shard.last_stage();

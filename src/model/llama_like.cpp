@@ -29,7 +29,7 @@ std::unique_ptr<Model> LlamaLikeArchitecture::create(const ModelConfig& c, const
   if (c.family.contains("moe")) moe = moe_config(c);
   return make_llama_decoder(c, w, shard, [&](int64_t l) -> std::unique_ptr<FeedForwardBlock> {
     const std::string p = layer_prefix(l);
-    if (sparse_layer(c, l)) return make_moe(w, p + moe_block() + ".", moe.routing, moe.shape, moe_names(c), shard);
+    if (sparse_layer(c, l)) return make_moe(w, p + moe_block() + ".", moe.routing, moe.shape, moe_names(c), shard, l);
     return std::make_unique<GatedMLP>(GatedMLP::load(w, p + "mlp.", c.hidden_size, c.intermediate_size, "gate_proj",
                                                      "up_proj", "down_proj", c.mlp_bias, shard));
   });

@@ -41,6 +41,7 @@ class Communicator;
 struct RunContext {
   ExecContext exec;
   Communicator* comm = nullptr;  // the stage's tensor-parallel ranks; null: a world of one
+  Communicator* expert_comm = nullptr;  // the expert-parallel ranks; null: a world of one
   // A pipeline stage's input from the previous stage (all but the first)
   // and its output for the next (all but the last): hidden states [tokens,
   // hidden] of the batch.

@@ -67,16 +67,31 @@ void route_token(const MoeRouting& r, const float* logits, const float* bias, in
     for (int64_t k = 0; k < r.top_k; ++k) weights[k] *= r.routed_scaling;
 }
 
+ExpertParallel::ExpertParallel(int rank, const LayerPlacement& placement)
+    : rank_(rank), held_(placement.replicas.size(), 0), router_(placement) {
+  RINFER_CHECK(rank >= 0 && size_t(rank) < placement.rank_experts.size(), "expert-parallel rank ", rank, " of ",
+               placement.rank_experts.size());
+  for (int32_t e : placement.rank_experts[size_t(rank)]) held_[size_t(e)] = 1;
+}
+
+bool ExpertParallel::holds(int32_t expert) const { return held_[size_t(expert)] != 0; }
+
 MoeFeedForward::MoeFeedForward(MoeRouting routing, Linear router, const float* correction_bias,
-                               std::vector<GatedMLP> experts, std::unique_ptr<GatedMLP> shared, Linear shared_gate)
+                               std::vector<GatedMLP> experts, std::unique_ptr<GatedMLP> shared, Linear shared_gate,
+                               std::unique_ptr<ExpertParallel> ep)
     : r_(routing), router_(router), bias_(correction_bias), experts_(std::move(experts)), shared_(std::move(shared)),
-      shared_gate_(shared_gate), by_expert_(size_t(routing.n_experts)), counts_total_(size_t(routing.n_experts), 0) {
+      shared_gate_(shared_gate), ep_(std::move(ep)), by_expert_(size_t(routing.n_experts)),
+      counts_total_(size_t(routing.n_experts), 0) {
   RINFER_CHECK(r_.n_experts > 0 && r_.top_k > 0 && r_.top_k <= r_.n_experts, "MoE: top_k ", r_.top_k,
                " must be in [1, n_experts = ", r_.n_experts, "]");
   RINFER_CHECK(int64_t(experts_.size()) == r_.n_experts, "MoE: expected ", r_.n_experts, " experts");
   RINFER_CHECK(r_.n_group >= 1 && r_.n_experts % r_.n_group == 0 && r_.topk_group >= 1 && r_.topk_group <= r_.n_group,
                "MoE: n_group ", r_.n_group, " must divide n_routed_experts ", r_.n_experts,
                " and topk_group must be in [1, n_group]");
+  if (ep_) {
+    RINFER_CHECK(int64_t(ep_->router().rank_tokens().size()) > 1, "MoE: expert parallelism over one rank");
+    return;  // whole experts; forward() reduces over the expert-parallel ranks
+  }
   reduces_ = experts_[0].reduces();
   for (const GatedMLP& e : experts_)
     RINFER_CHECK(e.reduces() == reduces_, "MoE: the experts are not all sharded alike");
@@ -84,7 +99,10 @@ MoeFeedForward::MoeFeedForward(MoeRouting routing, Linear router, const float* c
 }
 
 uint64_t MoeFeedForward::weight_bytes_per_token() const {
-  uint64_t n = router_.bytes() + uint64_t(r_.top_k) * experts_[0].weight_bytes_per_token();
+  // An expert this rank holds (with expert parallelism, not every one is).
+  size_t held = 0;
+  while (held + 1 < experts_.size() && experts_[held].weight_bytes_per_token() == 0) ++held;
+  uint64_t n = router_.bytes() + uint64_t(r_.top_k) * experts_[held].weight_bytes_per_token();
   if (shared_) n += shared_->weight_bytes_per_token() + shared_gate_.bytes();
   return n;
 }
@@ -100,9 +118,16 @@ void MoeFeedForward::forward(const float* h, int64_t T, float* out, const Forwar
     sel_.resize(size_t(T * K));
     sel_w_.resize(size_t(T * K));
     for (auto& v : by_expert_) v.clear();
+    if (ep_) ep_->router().begin_step();
     for (int64_t t = 0; t < T; ++t) {
       route_token(r_, logits + t * E, bias_, sel_.data() + t * K, sel_w_.data() + t * K, scratch);
-      for (int64_t k = 0; k < K; ++k) by_expert_[size_t(sel_[t * K + k])].push_back({int32_t(t), sel_w_[t * K + k]});
+      for (int64_t k = 0; k < K; ++k) {
+        const int32_t e = sel_[t * K + k];
+        ++counts_total_[size_t(e)];
+        // Every rank picks the same replica; this one keeps the pairs it computes.
+        if (ep_ && ep_->router().route(e) != ep_->rank()) continue;
+        by_expert_[size_t(e)].push_back({int32_t(t), sel_w_[t * K + k]});
+      }
     }
   }
   std::memset(out, 0, size_t(T * H) * sizeof(float));
@@ -113,7 +138,6 @@ void MoeFeedForward::forward(const float* h, int64_t T, float* out, const Forwar
   for (int64_t e = 0; e < E; ++e) {
     const auto& rows = by_expert_[size_t(e)];
     if (rows.empty()) continue;
-    counts_total_[size_t(e)] += rows.size();
     const int64_t n = int64_t(rows.size());
     {
       profile::Scope s(profile::Stage::MoeCombine);
@@ -129,7 +153,7 @@ void MoeFeedForward::forward(const float* h, int64_t T, float* out, const Forwar
       for (int64_t d = 0; d < H; ++d) o[d] += wgt * y[d];
     }
   }
-  if (shared_) {
+  if (shared_ && (!ep_ || ep_->rank() == 0)) {  // one rank adds the shared expert
     float* s = ws.get(Workspace::kShared, size_t(T * H));
     shared_->forward_partial(h, T, s, ctx);
     profile::Scope combine_scope(profile::Stage::MoeCombine, [&] { return shared_gate_.bytes(); });
@@ -146,10 +170,14 @@ void MoeFeedForward::forward(const float* h, int64_t T, float* out, const Forwar
       ops::add_inplace(out, s, T * H);
     }
   }
-  if (reduces_) {
+  if (reduces_ || ep_) {
     profile::Scope s(profile::Stage::MoeCombine);
     profile::CommScope comm(uint64_t(T * H) * sizeof(float));
-    ctx.comm->all_reduce_sum(out, T * H);
+    Communicator* c = ep_ ? ctx.expert_comm : ctx.comm;
+    RINFER_CHECK(c && c->world() == int(ep_ ? ep_->router().rank_tokens().size() : c->world()),
+                 "MoE: expert parallelism over ", ep_ ? ep_->router().rank_tokens().size() : 0,
+                 " ranks without their communicator");
+    c->all_reduce_sum(out, T * H);
   }
 }
 

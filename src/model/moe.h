@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "model/feed_forward.h"
+#include "parallel/expert_placement.h"
 
 namespace rinfer {
 
@@ -38,10 +39,30 @@ struct MoeRouting {
 void route_token(const MoeRouting& r, const float* logits, const float* bias, int32_t* experts, float* weights,
                  float* scratch /* 2 * n_experts */);
 
+// Expert parallelism: a rank holds whole experts (a layer's placement,
+// parallel/expert_placement.h). Every rank routes every token the same way
+// and sends each (token, expert) to the same replica (ReplicaRouter); a rank
+// computes the pairs that land on it, rank 0 the shared expert, and the
+// weighted sums meet in one all-reduce over the expert-parallel ranks (the
+// hidden states are on every rank, so no token has to travel).
+class ExpertParallel {
+ public:
+  ExpertParallel(int rank, const LayerPlacement& placement);
+  int rank() const { return rank_; }
+  bool holds(int32_t expert) const;
+  ReplicaRouter& router() { return router_; }
+
+ private:
+  int rank_;
+  std::vector<uint8_t> held_;
+  ReplicaRouter router_;
+};
+
 class MoeFeedForward : public FeedForwardBlock {
  public:
+  // experts: all n_experts, those of other expert-parallel ranks empty (ep).
   MoeFeedForward(MoeRouting routing, Linear router, const float* correction_bias, std::vector<GatedMLP> experts,
-                 std::unique_ptr<GatedMLP> shared, Linear shared_gate);
+                 std::unique_ptr<GatedMLP> shared, Linear shared_gate, std::unique_ptr<ExpertParallel> ep = nullptr);
   void forward(const float* h, int64_t n_tokens, float* out, const ForwardContext& ctx) override;
   uint64_t weight_bytes_per_token() const override;
   // Tokens routed to each expert since creation (for --expert-stats).
@@ -55,6 +76,7 @@ class MoeFeedForward : public FeedForwardBlock {
   std::unique_ptr<GatedMLP> shared_;
   Linear shared_gate_;  // out == 1, or empty
   bool reduces_ = false;  // the experts are row-parallel shards: forward() reduces their sum once
+  std::unique_ptr<ExpertParallel> ep_;
   std::vector<int32_t> sel_;
   std::vector<float> sel_w_;
   std::vector<std::vector<std::pair<int32_t, float>>> by_expert_;

@@ -26,20 +26,31 @@ std::vector<TensorSpec> moe_specs(const std::string& p, const MoeRouting& r, con
 }
 
 std::unique_ptr<FeedForwardBlock> make_moe(const WeightStore& w, const std::string& p, const MoeRouting& r,
-                                           const MoeShape& s, const MoeNames& n, const Shard& shard) {
+                                           const MoeShape& s, const MoeNames& n, const Shard& shard, int64_t layer) {
   Linear router = Linear::load(w, p + n.router, s.hidden, r.n_experts, false);
   const float* bias = n.correction_bias.empty() ? nullptr : w.get_f32(p + n.correction_bias, {r.n_experts});
   std::vector<GatedMLP> experts;
-  for (int64_t e = 0; e < r.n_experts; ++e)
+  std::unique_ptr<ExpertParallel> ep;
+  if (shard.ep_world > 1) {
+    RINFER_CHECK(shard.experts, "expert parallelism without an expert placement");
+    ep = std::make_unique<ExpertParallel>(shard.ep_rank, shard.experts->layer(layer, r.n_experts));
+  }
+  for (int64_t e = 0; e < r.n_experts; ++e) {
+    if (ep && !ep->holds(int32_t(e))) {
+      experts.emplace_back();  // another rank's
+      continue;
+    }
     experts.push_back(GatedMLP::load(w, p + "experts." + std::to_string(e) + ".", s.hidden, s.expert_inter, n.gate,
                                      n.up, n.down, false, shard));
+  }
   std::unique_ptr<GatedMLP> shared;
   if (!n.shared.empty())
     shared = std::make_unique<GatedMLP>(GatedMLP::load(w, p + n.shared + ".", s.hidden, s.shared_inter, "gate_proj",
                                                        "up_proj", "down_proj", false, shard));
   Linear shared_gate;
   if (!n.shared_gate.empty()) shared_gate = Linear::load(w, p + n.shared_gate, s.hidden, 1, false);
-  return std::make_unique<MoeFeedForward>(r, router, bias, std::move(experts), std::move(shared), shared_gate);
+  return std::make_unique<MoeFeedForward>(r, router, bias, std::move(experts), std::move(shared), shared_gate,
+                                          std::move(ep));
 }
 
 nlohmann::json moe_to_json(const MoeRouting& r, const MoeShape& s) {

@@ -27,9 +27,12 @@ struct MoeShape {
 std::vector<TensorSpec> moe_specs(const std::string& prefix, const MoeRouting& r, const MoeShape& s,
                                   const MoeNames& n);
 // shard: the rank's part of every expert's width (moe.h); the router and
-// the shared expert's gate are replicated.
+// the shared expert's gate are replicated. With expert parallelism
+// (shard.ep_world > 1) the rank holds whole experts: those shard.experts
+// places on it in decoder layer `layer`.
 std::unique_ptr<FeedForwardBlock> make_moe(const WeightStore& w, const std::string& prefix, const MoeRouting& r,
-                                           const MoeShape& s, const MoeNames& n, const Shard& shard = {});
+                                           const MoeShape& s, const MoeNames& n, const Shard& shard = {},
+                                           int64_t layer = 0);
 
 // MoE hyper-parameters are kept in ModelConfig::family["moe"].
 nlohmann::json moe_to_json(const MoeRouting& r, const MoeShape& s);

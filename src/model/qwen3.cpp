@@ -69,7 +69,7 @@ class Qwen3Architecture : public Architecture {
     return make_llama_decoder(
         c, w, shard,
         [&](int64_t l) -> std::unique_ptr<FeedForwardBlock> {
-          if (sparse(c, l)) return make_moe(w, layer_prefix(l) + "mlp.", r, ms, kMoeNames, shard);
+          if (sparse(c, l)) return make_moe(w, layer_prefix(l) + "mlp.", r, ms, kMoeNames, shard, l);
           return std::make_unique<GatedMLP>(GatedMLP::load(w, layer_prefix(l) + "mlp.", c.hidden_size,
                                                            c.intermediate_size, "gate_proj", "up_proj", "down_proj",
                                                            false, shard));

@@ -5,6 +5,9 @@
 // from it; who started the ranks (mpirun, a test's threads) is not their
 // business.
 #include <cstdint>
+#include <memory>
+
+#include "parallel/expert_placement.h"
 
 namespace rinfer {
 
@@ -23,6 +26,11 @@ struct Shard {
   int stage = 0;
   int stages = 1;
   Range layers;  // this stage's decoder layers (ignored when stages == 1: all of them)
+  // Expert parallelism: this rank of ep_world holds the MoE experts `experts`
+  // places on it (the rest of the model whole, replicated).
+  int ep_rank = 0;
+  int ep_world = 1;
+  std::shared_ptr<const ExpertPlan> experts;
   bool whole() const { return world == 1; }  // no tensor-parallel split
   bool first_stage() const { return stage == 0; }  // embeds the tokens
   bool last_stage() const { return stage == stages - 1; }  // computes the logits

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/json_file.h"
 
 namespace rinfer {
 
@@ -131,6 +132,49 @@ LayerPlacement contiguous_layer(const std::vector<double>& loads, int ranks, int
     p.rank_load[size_t(r)] += loads[size_t(e)];
   }
   return p;
+}
+
+ExpertPlan ExpertPlan::load(const std::string& path, int ranks) {
+  ExpertPlan plan;
+  plan.source = path;
+  plan.ranks = ranks;
+  const nlohmann::json j = read_json_file(path);
+  try {
+    RINFER_CHECK(j.is_object() && j.value("format", "") == "rinfer-expert-placement", path,
+                 ": not an expert placement (rinfer plan-experts writes them)");
+    RINFER_CHECK(j.at("ranks").get<int>() == ranks, path, ": a placement for ", j.at("ranks").get<int>(),
+                 " ranks, not ", ranks);
+    for (const auto& l : j.at("layers")) {
+      LayerPlacement p;
+      p.layer = l.at("layer").get<int64_t>();
+      p.rank_experts = l.at("physical_to_logical").get<std::vector<std::vector<int32_t>>>();
+      RINFER_CHECK(int(p.rank_experts.size()) == ranks, path, ": layer ", p.layer, " places experts on ",
+                   p.rank_experts.size(), " ranks, not ", ranks);
+      const int64_t E = j.at("n_experts").get<int64_t>();
+      p.replicas.assign(size_t(std::max<int64_t>(E, 0)), 0);
+      for (const auto& r : p.rank_experts)
+        for (int32_t e : r) {
+          RINFER_CHECK(e >= 0 && e < E, path, ": layer ", p.layer, " places expert ", e, " of ", E);
+          ++p.replicas[size_t(e)];
+        }
+      p.rank_load.assign(size_t(ranks), 0.0);
+      plan.layers[p.layer] = std::move(p);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, ": not an expert placement: ", e.what());
+  }
+  return plan;
+}
+
+LayerPlacement ExpertPlan::layer(int64_t layer, int64_t n_experts) const {
+  if (source.empty()) return contiguous_layer(std::vector<double>(size_t(n_experts), 1.0), ranks, layer);
+  const auto it = layers.find(layer);
+  RINFER_CHECK(it != layers.end(), source, ": no placement for MoE layer ", layer, " (a placement for another model?)");
+  RINFER_CHECK(int64_t(it->second.replicas.size()) == n_experts, source, ": layer ", layer, " has ",
+               it->second.replicas.size(), " experts, the model ", n_experts);
+  for (int64_t e = 0; e < n_experts; ++e)
+    RINFER_CHECK(it->second.replicas[size_t(e)] > 0, source, ": layer ", layer, ": expert ", e, " is on no rank");
+  return it->second;
 }
 
 ReplicaRouter::ReplicaRouter(const LayerPlacement& p)

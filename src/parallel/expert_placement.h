@@ -5,6 +5,7 @@
 // an expert's replicas. Deterministic, so that every rank computes the same
 // plan and the same routing without exchanging a message.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,19 @@ LayerPlacement plan_layer(const std::vector<double>& loads, const PlacementOptio
 // Experts [r E / ranks, (r + 1) E / ranks) on rank r, no replicas: the
 // placement without a plan, for comparison.
 LayerPlacement contiguous_layer(const std::vector<double>& loads, int ranks, int64_t layer = 0);
+
+// Where every MoE layer's experts live over `ranks` expert-parallel ranks:
+// a placement file (rinfer plan-experts), or experts in contiguous ranges.
+struct ExpertPlan {
+  std::string source;  // the file, or "" for contiguous ranges
+  int ranks = 1;
+  std::map<int64_t, LayerPlacement> layers;  // from the file
+  // A placement file; one-line errors for what is not one, or not for `ranks`.
+  static ExpertPlan load(const std::string& path, int ranks);
+  // Layer `layer`'s placement of its `n_experts` experts; one-line errors
+  // when the file has no such layer or another expert count.
+  LayerPlacement layer(int64_t layer, int64_t n_experts) const;
+};
 
 // Load-aware routing over replicas, within one step: a token for an expert
 // with several replicas goes to the replica whose rank has the fewest

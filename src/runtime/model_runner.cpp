@@ -33,6 +33,7 @@ ModelRunner::ModelRunner(Model& model, const KVCacheOptions& kv, ThreadPool& poo
   run_.exec.device = Device::Cpu;
   run_.exec.pool = &pool;
   run_.comm = par_.tensor;
+  run_.expert_comm = par_.experts;
   stats_.busy_s.assign(size_t(L.pp), 0.0);
   if (world > 1 && par_.step_timeout_s > 0 && par_.on_hang)
     watchdog_ = std::make_unique<Watchdog>(par_.step_timeout_s, L.rank, par_.on_hang);
@@ -207,7 +208,7 @@ void ModelRunner::run_pipeline(std::span<const BatchItem> batch, float* logits) 
     if (!L.last_stage()) {
       std::copy(busy.begin(), busy.end(), stage_out_.end() - P);
       world.send(stage_out_.data(), int64_t(stage_out_.size() * sizeof(float)), L.next_rank());
-    } else if (!leader() && L.tp_rank() == 0) {
+    } else if (!leader() && L.stage_leader()) {
       std::copy(busy.begin(), busy.end(), stage_logits_.end() - P);
       world.send(stage_logits_.data(), int64_t(stage_logits_.size() * sizeof(float)), 0);
     }

@@ -50,7 +50,8 @@ struct SampledToken {
 struct RunnerParallel {
   Communicator* world = nullptr;   // every rank of the job: batches, hidden states, logits; null: a world of one
   Communicator* tensor = nullptr;  // the stage's tensor-parallel ranks, which the model's layers use; null: world
-  ParallelLayout layout;           // tp x pp, this rank
+  Communicator* experts = nullptr;  // the expert-parallel ranks, which MoE layers reduce over; null: none
+  ParallelLayout layout;           // tp x pp (x ep), this rank
   int micro_batches = 1;           // per step, with pipeline stages
   // Over several ranks: a step (a batch's forward, on any rank) that takes
   // longer than this calls on_hang (which ends the job: a peer stopped

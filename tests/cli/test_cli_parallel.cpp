@@ -126,6 +126,97 @@ TEST(CliParallel, BenchReportsCommunicationAndBubble) {
   EXPECT_LT(j["pipeline_bubble_fraction"].get<double>(), 1.0);
 }
 
+const char* const kMoeFamilies[] = {"mixtral",          "qwen2_moe",   "deepseek_moe",       "deepseek_v2",
+                                    "deepseek_v2_lite", "deepseek_v3", "deepseek_v3_grouped"};
+
+// Expert parallelism: every rank holds its experts of every MoE layer.
+TEST(CliParallel, MoeFamiliesValidateExpertParallel) {
+  for (const char* family : kMoeFamilies) {
+    SCOPED_TRACE(family);
+    for (int ranks : {2, 4}) {
+      const CmdResult r = run_mpi(ranks, "validate --golden " + golden_dir(family) + " --ep " + std::to_string(ranks));
+      EXPECT_EQ(r.code, 0) << ranks << " ranks\n" << r.out << r.err;
+      EXPECT_NE(r.out.find("PASS"), std::string::npos) << r.out;
+    }
+  }
+}
+
+// A placement planned from measured loads, with replicas of the hottest
+// experts (a token goes to the least-loaded replica): the same tokens.
+TEST(CliParallel, PlannedPlacementWithReplicasKeepsTheTokens) {
+  TempDir tmp;
+  for (const char* family : {"mixtral", "qwen2_moe", "deepseek_v3_grouped", "deepseek_v2_lite"}) {
+    SCOPED_TRACE(family);
+    const std::string stats = tmp / (std::string(family) + ".stats"), plan = tmp / (std::string(family) + ".plan");
+    const std::string run = "run --model " + golden_dir(family) + "/hf --prompt-ids 1,5,6,7,8,9 --max-new-tokens 12 " +
+                            "--temperature 0 --ignore-eos --json";
+    const CmdResult one = run_rinfer(run + " --expert-stats " + stats);
+    ASSERT_EQ(one.code, 0) << one.err;
+    ASSERT_EQ(run_rinfer("plan-experts --stats " + stats + " --ranks 2 --redundant 2 --out " + plan).code, 0);
+    const json p = read_json(plan);
+    int replicated = 0;
+    for (const auto& l : p["layers"])
+      for (int n : l["replicas"]) replicated += n > 1;
+    EXPECT_GT(replicated, 0) << "no expert has a replica";
+    CmdResult r = run_mpi(2, "validate --golden " + golden_dir(family) + " --ep 2 --expert-placement " + plan);
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("PASS"), std::string::npos) << r.out;
+    r = run_mpi(2, run + " --ep 2 --expert-placement " + plan);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(ids_of(json::parse(r.out), "output_ids"), ids_of(json::parse(one.out), "output_ids"));
+  }
+}
+
+// Each rank reads only its experts' weights.
+TEST(CliParallel, ExpertParallelRanksHoldTheirExpertsOnly) {
+  TempDir tmp;
+  const std::string m = tmp / "mixtral", out = tmp / "b.json";
+  ASSERT_EQ(run_rinfer("convert --hf " + golden_dir("mixtral") + "/hf --out " + m + " --dtype f32").code, 0);
+  const std::string args = "bench --model " + m + " --prompt-len 8 --gen-len 2 --samples 1 --warmup 0 " +
+                           "--no-roofline --json " + out;
+  ASSERT_EQ(run_rinfer(args).code, 0);
+  const double whole = read_json(out)["weight_bytes_total"].get<double>();
+  const CmdResult r = run_mpi(2, args + " --ep 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const double rank0 = read_json(out)["weight_bytes_total"].get<double>();
+  // Mixtral's experts are most of its weights: half of them go.
+  EXPECT_LT(rank0, 0.8 * whole);
+  EXPECT_GT(rank0, 0.3 * whole);
+}
+
+TEST(CliParallel, ExpertPlacementsThatDoNotFitAreOneLineErrors) {
+  TempDir tmp;
+  const std::string mixtral = " --model " + golden_dir("mixtral") + "/hf --prompt-ids 1,5 --max-new-tokens 2";
+  // Another model's placement (8 experts for a model of 4).
+  const std::string stats = tmp / "s.json", plan8 = tmp / "p8.json", plan_missing = tmp / "missing.json";
+  ASSERT_EQ(run_rinfer("run --model " + golden_dir("qwen2_moe") + "/hf --prompt-ids 1,5 --max-new-tokens 2 " +
+                       "--expert-stats " + stats)
+                .code,
+            0);
+  ASSERT_EQ(run_rinfer("plan-experts --stats " + stats + " --ranks 2 --out " + plan8).code, 0);
+  CmdResult r = run_mpi(2, "run" + mixtral + " --ep 2 --expert-placement " + plan8, 60);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.code, 124) << "hung";
+  EXPECT_NE(r.err.find("layer 0 has 8 experts, the model 4"), std::string::npos) << r.err;
+  // For another number of ranks.
+  r = run_mpi(4, "run" + mixtral + " --ep 4 --expert-placement " + plan8, 60);
+  EXPECT_NE(r.err.find("a placement for 2 ranks, not 4"), std::string::npos) << r.err;
+  // An expert on no rank.
+  json p = read_json(plan8);
+  p["n_experts"] = 4;
+  for (auto& l : p["layers"]) l["physical_to_logical"] = json::array({json::array({0, 1}), json::array({1, 2})});
+  std::ofstream(plan_missing) << p.dump();
+  r = run_mpi(2, "run" + mixtral + " --ep 2 --expert-placement " + plan_missing, 60);
+  EXPECT_NE(r.err.find("expert 3 is on no rank"), std::string::npos) << r.err;
+  // A dense model, and --ep with --tp.
+  r = run_mpi(2, "run --model " + stories_hf() + " --prompt-ids 1,5 --max-new-tokens 2 --ep 2", 60);
+  EXPECT_NE(r.err.find("--ep: LlamaForCausalLM has no mixture-of-experts layers"), std::string::npos) << r.err;
+  r = run_mpi(4, "run" + mixtral + " --ep 2 --tp 2", 60);
+  EXPECT_NE(r.err.find("--ep with --tp or --pp is not built yet"), std::string::npos) << r.err;
+  expect_error(run_rinfer("run" + mixtral + " --expert-placement " + plan8), "--expert-placement needs --ep",
+               "a placement without --ep");
+}
+
 TEST(CliParallel, WorldsThatDoNotFitAreOneLineErrors) {
   const std::string golden = " --golden " + golden_dir("llama");
   // More or fewer ranks than --tp.
