@@ -329,6 +329,7 @@ Runner add_bench(CLI::App& app) {
         {"threads", s->pool->size()},
         {"tp", o->rt.tp},
         {"pp", o->rt.pp},
+        {"ep", o->rt.ep},
         {"prompt_len", o->prompt_len},
         {"gen_len", o->gen_len},
         {"samples", o->samples},
@@ -358,6 +359,26 @@ Runner add_bench(CLI::App& app) {
         {"rinfer_commit", RINFER_GIT_COMMIT},
     };
     if (o->rt.pp > 1) j["pipeline_bubble_fraction"] = s->runner->pipeline_stats().bubble_fraction();
+    double worst_expert_balance = 1;
+    if (o->rt.ep > 1) {
+      // The (token, expert) pairs each rank computed over the whole run, per MoE layer.
+      nlohmann::json layers = nlohmann::json::array();
+      const auto tokens = s->lm.model->expert_rank_tokens();
+      for (size_t l = 0; l < tokens.size(); ++l) {
+        if (tokens[l].empty()) continue;
+        uint64_t sum = 0, mx = 0;
+        for (uint64_t v : tokens[l]) {
+          sum += v;
+          mx = std::max(mx, v);
+        }
+        const double b = mx > 0 ? double(sum) / double(tokens[l].size()) / double(mx) : 1.0;
+        worst_expert_balance = std::min(worst_expert_balance, b);
+        layers.push_back({{"layer", l}, {"rank_tokens", tokens[l]}, {"balancedness", b}});
+      }
+      j["expert_parallel"] = {{"ranks", o->rt.ep},
+                              {"placement", o->rt.expert_placement.empty() ? "contiguous" : o->rt.expert_placement},
+                              {"layers", layers}};
+    }
     // The output layer's format: quantized (convert --lm-head), the float
     // dtype, or the token embeddings (tied).
     {
@@ -447,6 +468,9 @@ Runner add_bench(CLI::App& app) {
     std::printf("  decode          %10.2f ± %.2f tokens/s (TPOT %.1f ms)\n", decode_tps.mean(), decode_tps.std(),
                 decode_tps.mean() > 0 ? 1e3 / decode_tps.mean() : 0.0);
     std::printf("%s", qpaths.c_str());
+    if (o->rt.ep > 1)
+      std::printf("  experts         %d ranks, balancedness (mean / max tokens per rank) of the worst MoE layer %.3f\n",
+                  o->rt.ep, worst_expert_balance);
     if (o->rt.pp > 1)
       std::printf("  pipeline        %d stages, bubble fraction %.3f (rank 0: stage 0; the stages' busy time against "
                   "%d x the forward time)\n",

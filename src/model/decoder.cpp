@@ -48,6 +48,17 @@ std::vector<std::vector<uint64_t>> Decoder::expert_counts() const {
   return any ? counts : std::vector<std::vector<uint64_t>>{};
 }
 
+std::vector<std::vector<uint64_t>> Decoder::expert_rank_tokens() const {
+  std::vector<std::vector<uint64_t>> tokens;
+  bool any = false;
+  for (const auto& L : layers_) {
+    const auto* moe = dynamic_cast<const MoeFeedForward*>(L.ffn.get());
+    tokens.push_back(moe ? moe->rank_tokens() : std::vector<uint64_t>{});
+    any = any || !tokens.back().empty();
+  }
+  return any ? tokens : std::vector<std::vector<uint64_t>>{};
+}
+
 void Decoder::forward(std::span<const BatchItem> batch, const KvView& kv, float* logits, const RunContext& run) {
   const int64_t H = cfg_.hidden_size;
   int64_t T = 0, max_ctx = 0;

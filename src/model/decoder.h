@@ -51,6 +51,7 @@ class Decoder : public Model {
   void forward(std::span<const BatchItem> batch, const KvView& kv, float* logits, const RunContext& run) override;
   uint64_t weight_bytes_per_token() const override;
   std::vector<std::vector<uint64_t>> expert_counts() const override;
+  std::vector<std::vector<uint64_t>> expert_rank_tokens() const override;
 
  private:
   ModelConfig cfg_;

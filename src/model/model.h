@@ -66,6 +66,9 @@ class Model {
   // Tokens routed to each expert so far, per layer (empty rows for dense
   // layers, empty for dense models): the load data for expert placement.
   virtual std::vector<std::vector<uint64_t>> expert_counts() const { return {}; }
+  // Expert parallelism: the (token, expert) pairs each rank computed so far,
+  // per layer (empty rows for dense layers; empty without).
+  virtual std::vector<std::vector<uint64_t>> expert_rank_tokens() const { return {}; }
 };
 
 }  // namespace rinfer

@@ -90,6 +90,7 @@ MoeFeedForward::MoeFeedForward(MoeRouting routing, Linear router, const float* c
                " and topk_group must be in [1, n_group]");
   if (ep_) {
     RINFER_CHECK(int64_t(ep_->router().rank_tokens().size()) > 1, "MoE: expert parallelism over one rank");
+    rank_tokens_total_.assign(ep_->router().rank_tokens().size(), 0);
     return;  // whole experts; forward() reduces over the expert-parallel ranks
   }
   reduces_ = experts_[0].reduces();
@@ -129,6 +130,9 @@ void MoeFeedForward::forward(const float* h, int64_t T, float* out, const Forwar
         by_expert_[size_t(e)].push_back({int32_t(t), sel_w_[t * K + k]});
       }
     }
+    if (ep_)
+      for (size_t r = 0; r < rank_tokens_total_.size(); ++r)
+        rank_tokens_total_[r] += uint64_t(ep_->router().rank_tokens()[r]);
   }
   std::memset(out, 0, size_t(T * H) * sizeof(float));
   float* xin = ws.get(Workspace::kExpertIn, size_t(T * H));

@@ -67,6 +67,10 @@ class MoeFeedForward : public FeedForwardBlock {
   uint64_t weight_bytes_per_token() const override;
   // Tokens routed to each expert since creation (for --expert-stats).
   const std::vector<uint64_t>& expert_counts() const { return counts_total_; }
+  // Expert parallelism: (token, expert) pairs each rank computed since
+  // creation (every rank routes alike, so every rank knows all of them);
+  // empty without.
+  const std::vector<uint64_t>& rank_tokens() const { return rank_tokens_total_; }
 
  private:
   MoeRouting r_;
@@ -81,6 +85,7 @@ class MoeFeedForward : public FeedForwardBlock {
   std::vector<float> sel_w_;
   std::vector<std::vector<std::pair<int32_t, float>>> by_expert_;
   std::vector<uint64_t> counts_total_;
+  std::vector<uint64_t> rank_tokens_total_;
 };
 
 }  // namespace rinfer

@@ -80,6 +80,9 @@ struct EngineStats {
   int micro_batches = 1;
   double pipeline_wall_s = 0, pipeline_busy_s = 0;  // forward seconds; compute seconds summed over the stages
   double pipeline_bubble_fraction = 0;
+  // Expert parallelism: per MoE layer (by layer index; empty rows for dense
+  // layers), the (token, expert) pairs each rank computed.
+  std::vector<std::vector<uint64_t>> expert_rank_tokens;
 };
 
 class Engine {

@@ -89,6 +89,27 @@ std::string Metrics::render(const EngineStats& s) const {
            "Share of the stages' forward time spent waiting (1 - busy / (stages x forward)).",
            s.pipeline_bubble_fraction);
   }
+  if (!s.expert_rank_tokens.empty()) {
+    out += "# HELP rinfer_expert_rank_tokens_total (Token, expert) pairs each expert-parallel rank computed, by MoE layer.\n";
+    out += "# TYPE rinfer_expert_rank_tokens_total counter\n";
+    for (size_t l = 0; l < s.expert_rank_tokens.size(); ++l)
+      for (size_t r = 0; r < s.expert_rank_tokens[l].size(); ++r)
+        out += "rinfer_expert_rank_tokens_total{layer=\"" + std::to_string(l) + "\",rank=\"" + std::to_string(r) +
+               "\"} " + std::to_string(s.expert_rank_tokens[l][r]) + "\n";
+    out += "# HELP rinfer_expert_balancedness Mean over max of the ranks' expert tokens so far, by MoE layer (1: even).\n";
+    out += "# TYPE rinfer_expert_balancedness gauge\n";
+    for (size_t l = 0; l < s.expert_rank_tokens.size(); ++l) {
+      const auto& t = s.expert_rank_tokens[l];
+      if (t.empty()) continue;
+      uint64_t sum = 0, mx = 0;
+      for (uint64_t v : t) {
+        sum += v;
+        mx = std::max(mx, v);
+      }
+      const double b = mx > 0 ? double(sum) / double(t.size()) / double(mx) : 1.0;
+      out += "rinfer_expert_balancedness{layer=\"" + std::to_string(l) + "\"} " + num(b) + "\n";
+    }
+  }
   out += "# HELP rinfer_requests_finished_total Requests finished, by reason.\n";
   out += "# TYPE rinfer_requests_finished_total counter\n";
   for (const char* r : {"stop", "length", "cancelled", "error"}) {

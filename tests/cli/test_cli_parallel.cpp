@@ -8,6 +8,7 @@
 // cores only with --oversubscribe.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "cli_util.h"
@@ -178,10 +179,22 @@ TEST(CliParallel, ExpertParallelRanksHoldTheirExpertsOnly) {
   const double whole = read_json(out)["weight_bytes_total"].get<double>();
   const CmdResult r = run_mpi(2, args + " --ep 2");
   ASSERT_EQ(r.code, 0) << r.err;
-  const double rank0 = read_json(out)["weight_bytes_total"].get<double>();
+  const json j = read_json(out);
+  const double rank0 = j["weight_bytes_total"].get<double>();
   // Mixtral's experts are most of its weights: half of them go.
   EXPECT_LT(rank0, 0.8 * whole);
   EXPECT_GT(rank0, 0.3 * whole);
+  // The (token, expert) pairs each rank computed, per MoE layer: top-2 of
+  // every token run, split over the two ranks.
+  EXPECT_EQ(j["ep"], 2);
+  ASSERT_EQ(j["expert_parallel"]["layers"].size(), 2u);
+  for (const auto& l : j["expert_parallel"]["layers"]) {
+    ASSERT_EQ(l["rank_tokens"].size(), 2u);
+    const double a = l["rank_tokens"][0].get<double>(), b = l["rank_tokens"][1].get<double>();
+    EXPECT_GT(a + b, 0);
+    EXPECT_EQ(int64_t(a + b) % 2, 0);  // top-2
+    EXPECT_NEAR(l["balancedness"].get<double>(), (a + b) / 2 / std::max(a, b), 1e-9);
+  }
 }
 
 TEST(CliParallel, ExpertPlacementsThatDoNotFitAreOneLineErrors) {
