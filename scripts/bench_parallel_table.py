@@ -18,18 +18,23 @@ if len(sys.argv) != 2 and not serve:
     sys.exit(__doc__)
 med = statistics.median
 
+
+def runs_in(folder, layouts):
+    """(path, model, layout, round, the run's JSON) of every OUT/<model>-<layout>-r<round>.json."""
+    for path in glob.glob(os.path.join(folder, "*.json")):
+        m = re.match(r"(.+)-(" + layouts + r")-r(\d+)\.json$", os.path.basename(path))
+        if m:
+            with open(path) as f:
+                yield path, m.group(1), m.group(2), int(m.group(3)), json.load(f)
+
+
 if serve:
     rows = {}
-    for path in glob.glob(os.path.join(sys.argv[2], "*.json")):
-        m = re.match(r"(.+)-(single|tp2|pp2-mb\d+)-r(\d+)\.json$", os.path.basename(path))
-        if not m:
-            continue
-        with open(path) as f:
-            run = json.load(f)["runs"][0]
+    for path, model, layout, rnd, j in runs_in(sys.argv[2], r"single|tp2|pp2-mb\d+"):
+        run = j["runs"][0]
         metrics = open(path[:-5] + ".metrics").read()
         b = re.search(r"^rinfer_pipeline_bubble_fraction (\S+)$", metrics, re.M)
-        rows.setdefault((m.group(1), m.group(2)), {})[int(m.group(3))] = (run["output_tokens_per_s"],
-                                                                           float(b.group(1)) if b else None)
+        rows.setdefault((model, layout), {})[rnd] = (run["output_tokens_per_s"], float(b.group(1)) if b else None)
     print("| model | layout | output tok/s at 16 streams | ratio to 1 process | bubble fraction |")
     print("| --- | --- | --- | --- | --- |")
     order = ["single", "tp2", "pp2-mb1", "pp2-mb2", "pp2-mb4"]
@@ -47,15 +52,10 @@ if serve:
     sys.exit(0)
 
 runs = {}
-for path in glob.glob(os.path.join(sys.argv[1], "*.json")):
-    m = re.match(r"(.+)-(single|tp2|pp2)-r(\d+)\.json$", os.path.basename(path))
-    if not m:
-        continue
-    with open(path) as f:
-        j = json.load(f)
+for path, model, layout, rnd, j in runs_in(sys.argv[1], "single|tp2|pp2"):
     with open(path[:-5] + ".rss") as f:
         rss = [int(x) * 1024 for x in f.read().split()]
-    runs.setdefault(m.group(1), {}).setdefault(int(m.group(3)), {})[m.group(2)] = (j, rss)
+    runs.setdefault(model, {}).setdefault(rnd, {})[layout] = (j, rss)
 
 print("| model | layout | decode tok/s | ratio | prefill tok/s | ratio | peak RSS per rank, MB | largest / 1 process | bubble |")
 print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")

@@ -286,6 +286,7 @@ ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode, const Tenso
     }
     std::map<std::string, kc::QuantizedWeight> quantized;  // by data tensor, separate layout, in the mappings
     std::map<std::string, std::string> scales_of;          // scale tensor -> its data tensor
+    std::map<std::string, std::string> scale_name;         // data tensor -> its scale tensor
     for (const auto& [name, info] : tensors.items()) {
       if (!needed_files.count(info.at("file").get<std::string>())) continue;
       RINFER_CHECK(stored.count(name), dir, ": tensor ", name, " listed in model_desc.json is missing from ",
@@ -308,6 +309,7 @@ ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode, const Tenso
       RINFER_CHECK(file_of.at(sname) == file_of.at(name), dir, ": scales ", sname, " of quantized tensor ", name,
                    " are not in its file");
       scales_of[sname] = name;
+      scale_name[name] = sname;
       // The body's scheme (an int8 output layer next to int4 layers, --lm-head,
       // is not what "the model's group size" describes).
       if (name != "lm_head.weight") md.group_size = std::max(md.group_size, quantized[name].group_size);
@@ -322,9 +324,7 @@ ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode, const Tenso
           if (quantized.count(e.name)) md.weights->add_quantized(e.name, quantized.at(e.name));
           if (scales_of.count(e.name)) continue;
           const io::TensorEntry* scales = nullptr;
-          if (quantized.count(e.name))
-            for (const auto& x : st->tensors())
-              if (scales_of.count(x.name) && scales_of.at(x.name) == e.name) scales = &x;
+          if (quantized.count(e.name)) scales = st->find(scale_name.at(e.name));
           md.weights->set_page_release(e.name, [st, e, scales](size_t from, size_t len) {
             if (len != WeightStore::kAll) return st->release(e, from, len);
             st->release(e);

@@ -37,26 +37,26 @@ uint64_t Decoder::weight_bytes_per_token() const {
   return n;
 }
 
-std::vector<std::vector<uint64_t>> Decoder::expert_counts() const {
-  std::vector<std::vector<uint64_t>> counts;
+// One row per layer of what `of` says of its MoE block (an empty row for a
+// dense layer); empty when no layer says anything.
+template <typename Of>
+std::vector<std::vector<uint64_t>> Decoder::per_moe_layer(Of of) const {
+  std::vector<std::vector<uint64_t>> rows;
   bool any = false;
   for (const auto& L : layers_) {
     const auto* moe = dynamic_cast<const MoeFeedForward*>(L.ffn.get());
-    counts.push_back(moe ? moe->expert_counts() : std::vector<uint64_t>{});
-    any = any || moe;
+    rows.push_back(moe ? of(*moe) : std::vector<uint64_t>{});
+    any = any || !rows.back().empty();
   }
-  return any ? counts : std::vector<std::vector<uint64_t>>{};
+  return any ? rows : std::vector<std::vector<uint64_t>>{};
+}
+
+std::vector<std::vector<uint64_t>> Decoder::expert_counts() const {
+  return per_moe_layer([](const MoeFeedForward& m) { return m.expert_counts(); });
 }
 
 std::vector<std::vector<uint64_t>> Decoder::expert_rank_tokens() const {
-  std::vector<std::vector<uint64_t>> tokens;
-  bool any = false;
-  for (const auto& L : layers_) {
-    const auto* moe = dynamic_cast<const MoeFeedForward*>(L.ffn.get());
-    tokens.push_back(moe ? moe->rank_tokens() : std::vector<uint64_t>{});
-    any = any || !tokens.back().empty();
-  }
-  return any ? tokens : std::vector<std::vector<uint64_t>>{};
+  return per_moe_layer([](const MoeFeedForward& m) { return m.rank_tokens(); });
 }
 
 void Decoder::forward(std::span<const BatchItem> batch, const KvView& kv, float* logits, const RunContext& run) {

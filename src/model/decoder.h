@@ -54,6 +54,12 @@ class Decoder : public Model {
   std::vector<std::vector<uint64_t>> expert_rank_tokens() const override;
 
  private:
+  template <typename Of>
+  std::vector<std::vector<uint64_t>> per_moe_layer(Of of) const;
+
+ public:
+
+ private:
   ModelConfig cfg_;
   TensorView embed_;
   Range vocab_;  // the embedding rows (and logit columns) this shard holds

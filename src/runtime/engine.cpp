@@ -239,7 +239,7 @@ void Engine::publish_stats() {
   s.pipeline_wall_s = ps.wall_s;
   for (double b : ps.busy_s) s.pipeline_busy_s += b;
   s.pipeline_bubble_fraction = ps.bubble_fraction();
-  s.expert_rank_tokens = runner_.model().expert_rank_tokens();
+  if (runner_.layout().ep > 1) s.expert_rank_tokens = runner_.model().expert_rank_tokens();
   std::lock_guard<std::mutex> lk(mu_);
   published_ = s;
 }
