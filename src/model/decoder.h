@@ -57,9 +57,6 @@ class Decoder : public Model {
   template <typename Of>
   std::vector<std::vector<uint64_t>> per_moe_layer(Of of) const;
 
- public:
-
- private:
   ModelConfig cfg_;
   TensorView embed_;
   Range vocab_;  // the embedding rows (and logit columns) this shard holds
