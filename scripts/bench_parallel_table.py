@@ -4,8 +4,11 @@ tokens/s of one process (2 threads) and of --tp 2 / --pp 2 (2 ranks x 1
 thread), medians over rounds, the split's ratio to one process as the
 median of the per-round ratios, and the largest rank's peak RSS against
 the single process's. With --serve, scripts/bench_serve_pipeline.sh's:
-output tokens/s at 16 streams per layout and the pipeline's bubble.
-Usage: scripts/bench_parallel_table.py [--serve] OUT_DIR"""
+output tokens/s at 16 streams per layout and the pipeline's bubble. With
+--experts, scripts/bench_serve_experts.sh's: output tokens/s and time per
+output token at 16 streams per expert placement, and each MoE layer's
+measured balancedness (mean / max pairs per rank).
+Usage: scripts/bench_parallel_table.py [--serve | --experts] OUT_DIR"""
 import glob
 import json
 import os
@@ -14,7 +17,8 @@ import statistics
 import sys
 
 serve = len(sys.argv) == 3 and sys.argv[1] == "--serve"
-if len(sys.argv) != 2 and not serve:
+experts = len(sys.argv) == 3 and sys.argv[1] == "--experts"
+if len(sys.argv) != 2 and not serve and not experts:
     sys.exit(__doc__)
 med = statistics.median
 
@@ -27,6 +31,39 @@ def runs_in(folder, layouts):
             with open(path) as f:
                 yield path, m.group(1), m.group(2), int(m.group(3)), json.load(f)
 
+
+if experts:
+    rows = {}
+    for path, model, layout, rnd, j in runs_in(sys.argv[2], r"single|ep2-[a-z]+(?:-r\d+)?"):
+        run = j["runs"][0]
+        metrics = open(path[:-5] + ".metrics").read()
+        bal = [float(v) for v in re.findall(r'^rinfer_expert_balancedness\{layer="\d+"\} (\S+)$', metrics, re.M)]
+        moves = re.search(r"^rinfer_expert_moves_total (\S+)$", metrics, re.M)
+        rows.setdefault((model, layout), {})[rnd] = (run["output_tokens_per_s"], run["tpot_ms"]["p50"], bal,
+                                                     float(moves.group(1)) if moves else None)
+    order = ["single", "ep2-contiguous", "ep2-planned-r0", "ep2-planned-r2", "ep2-planned-r4", "ep2-online-r2"]
+    names = {"single": "1 process, 2 threads", "ep2-contiguous": "--ep 2, contiguous",
+             "ep2-planned-r0": "--ep 2, planned, 0 redundant", "ep2-planned-r2": "--ep 2, planned, 2 redundant",
+             "ep2-planned-r4": "--ep 2, planned, 4 redundant",
+             "ep2-online-r2": "--ep 2, online, 2 redundant"}
+    print("| model | layout | output tok/s at 16 streams | ratio to 1 process | median TPOT ms | "
+          "balancedness per MoE layer | experts moved |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for (model, layout) in sorted(rows, key=lambda k: (k[0], order.index(k[1]) if k[1] in order else 99)):
+        r = rows[(model, layout)]
+        base = rows.get((model, "single"), {})
+        tps = med(v[0] for v in r.values())
+        ratio = med(v[0] / base[k][0] for k, v in r.items() if k in base) if base else float("nan")
+        tpot = [v[1] for v in r.values() if v[1] is not None]
+        bal = [v[2] for v in r.values() if v[2]]
+        per_layer = " / ".join(f"{med(b[i] for b in bal):.3f}" for i in range(len(bal[0]))) if bal else ""
+        moves = [v[3] for v in r.values() if v[3] is not None]
+        print(f"| {model} | {names.get(layout, layout)} | {tps:.1f} | {ratio:.2f} | "
+              f"{med(tpot):.1f} | {per_layer} | {med(moves):.0f} |" if moves else
+              f"| {model} | {names.get(layout, layout)} | {tps:.1f} | {ratio:.2f} | "
+              f"{med(tpot) if tpot else float('nan'):.1f} | {per_layer} | |")
+    print(f"\n{len(next(iter(rows.values())))} rounds; medians; ratio: median of the per-round ratios.")
+    sys.exit(0)
 
 if serve:
     rows = {}

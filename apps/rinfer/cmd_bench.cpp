@@ -376,8 +376,17 @@ Runner add_bench(CLI::App& app) {
         layers.push_back({{"layer", l}, {"rank_tokens", tokens[l]}, {"balancedness", b}});
       }
       j["expert_parallel"] = {{"ranks", o->rt.ep},
-                              {"placement", o->rt.expert_placement.empty() ? "contiguous" : o->rt.expert_placement},
+                              {"tensor_parallel", o->rt.tp},
+                              {"placement", !o->rt.expert_placement.empty() ? o->rt.expert_placement
+                                            : o->rt.redundant_experts > 0   ? "planned from even loads"
+                                                                            : "contiguous"},
+                              {"redundant_experts", o->rt.redundant_experts},
                               {"layers", layers}};
+      if (const ExpertRebalancer* rb = s->runner->rebalancer()) {
+        j["expert_parallel"]["rebalance_every"] = rb->every();
+        j["expert_parallel"]["rebalances"] = rb->rebalances();
+        j["expert_parallel"]["experts_moved"] = rb->experts_moved();
+      }
     }
     // The output layer's format: quantized (convert --lm-head), the float
     // dtype, or the token embeddings (tied).

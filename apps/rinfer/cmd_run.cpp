@@ -104,14 +104,7 @@ Runner add_run(CLI::App& app) {
     // Per-layer expert activation counts, for load-aware expert placement.
     auto write_expert_stats = [&] {
       if (o->expert_stats.empty()) return;
-      nlohmann::json layers = nlohmann::json::array();
-      const auto counts = s->lm.model->expert_counts();
-      for (size_t l = 0; l < counts.size(); ++l)
-        if (!counts[l].empty()) layers.push_back({{"layer", l}, {"counts", counts[l]}});
-      write_file_atomic(o->expert_stats, dump({{"model", s->lm.name},
-                                               {"architecture", s->lm.config.architecture},
-                                               {"layers", layers}}) +
-                                             "\n");
+      write_expert_stats_file(o->expert_stats, *s, s->lm.model->expert_counts());
     };
     GenerateResult r;
     if (o->json) {
@@ -145,6 +138,10 @@ Runner add_run(CLI::App& app) {
     j["output_ids"] = r.output_ids;
     j["text"] = s->tokenizer->decode(r.output_ids);
     j["stop_reason"] = r.stop_reason;
+    if (const ExpertRebalancer* rb = s->runner->rebalancer())
+      j["expert_rebalancing"] = {{"every", rb->every()},
+                                 {"rebalances", rb->rebalances()},
+                                 {"experts_moved", rb->experts_moved()}};
     j["seed"] = go.sampling.seed;
     j["ttft_ms"] = r.ttft_s * 1e3;
     j["decode_tokens_per_s"] = r.n_decode_steps > 0 && r.decode_s > 0 ? double(r.n_decode_steps) / r.decode_s : 0.0;

@@ -34,7 +34,7 @@ bool has_chat_template(const std::string& dir) {
 
 namespace {
 struct ServeOptions {
-  std::string model, host = "127.0.0.1", api_key, served_name, kv_cache_memory, scheduler = "fifo";
+  std::string model, host = "127.0.0.1", api_key, served_name, kv_cache_memory, scheduler = "fifo", expert_stats;
   int port = 8000;
   int64_t max_num_seqs = 64, max_batch_tokens = 2048, max_model_len = 0, max_waiting = 128, max_tokens = 0;
   int64_t max_body_bytes = 1 << 20;
@@ -82,6 +82,9 @@ Runner add_serve(CLI::App& app) {
       ->check(integer_in(1, 1 << 20));
   cmd->add_option("--max-tokens-limit", o->max_tokens, "Largest max_tokens a request may ask (default: max-model-len)")
       ->check(integer_in(0));
+  cmd->add_option("--expert-stats", o->expert_stats,
+                  "MoE models: on shutdown, write the tokens routed to each expert of each layer while serving "
+                  "(the input of rinfer plan-experts)");
   cmd->add_option("--max-body-bytes", o->max_body_bytes, "Largest request body")->check(integer_in(1024));
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Do not share KV blocks of identical prompt prefixes");
   add_runtime_options(cmd, o->rt);
@@ -126,7 +129,10 @@ Runner add_serve(CLI::App& app) {
     auto s = open_session(o->model, rt, /*need_tokenizer=*/true, size_kv);
     const auto& cfg = s->lm.config;
     const int64_t model_len = model_len_of(cfg);
+    RINFER_CHECK(o->expert_stats.empty() || !s->lm.model->expert_counts().empty(), "--expert-stats: ",
+                 s->lm.config.architecture, " has no mixture-of-experts layers");
     EngineOptions eo;
+    eo.expert_counts = !o->expert_stats.empty();
     eo.scheduler.policy = policy;
     eo.scheduler.max_num_seqs = o->max_num_seqs;
     eo.scheduler.max_batch_tokens = o->max_batch_tokens;
@@ -171,6 +177,10 @@ Runner add_serve(CLI::App& app) {
     http.stop();
     pthread_kill(waiter.native_handle(), SIGTERM);  // wakes the waiter if serve() ended another way
     waiter.join();
+    if (!o->expert_stats.empty()) {
+      write_expert_stats_file(o->expert_stats, *s, engine.stats().expert_counts);
+      std::fprintf(stderr, "rinfer serve: expert loads written to %s\n", o->expert_stats.c_str());
+    }
     if (rt.pp > 1)
       std::fprintf(stderr, "rinfer serve: pipeline bubble fraction %.3f over %lld steps\n",
                    s->runner->pipeline_stats().bubble_fraction(), (long long)s->runner->pipeline_stats().steps);

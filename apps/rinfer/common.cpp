@@ -7,6 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "parallel/mpi.h"
 
@@ -79,6 +82,14 @@ void add_runtime_options(CLI::App* cmd, RuntimeOptions& o) {
       ->check(integer_in(1, 1024));
   cmd->add_option("--expert-placement", o.expert_placement,
                   "With --ep: which rank holds which experts (rinfer plan-experts --out); default: contiguous ranges");
+  cmd->add_option("--redundant-experts", o.redundant_experts,
+                  "With --ep and no --expert-placement: this many extra physical experts (replicas) per MoE layer, "
+                  "over all ranks; default 0")
+      ->check(integer_in(0, 1 << 20));
+  cmd->add_option("--rebalance-every", o.rebalance_every,
+                  "With --ep: every this many forward steps, plan each MoE layer's experts again from the loads of "
+                  "those steps and move the experts that change rank (outputs do not change); 0: never (default)")
+      ->check(integer_in(0));
   cmd->add_option("--step-timeout", o.step_timeout_s,
                   "Under mpirun: end every rank when one forward step takes longer than this many seconds (a rank "
                   "stopped answering); 0: wait forever (default 300)")
@@ -167,10 +178,15 @@ std::unique_ptr<Session> open_session(const std::string& model_path, const Runti
   LoadOptions lo;
   int threads = o.threads;
   const int ranks = o.tp * o.pp * o.ep;
-  RINFER_CHECK(o.ep == 1 || (o.tp == 1 && o.pp == 1), "--ep with --tp or --pp is not built yet: give --ep alone");
+  RINFER_CHECK(o.ep == 1 || o.pp == 1, "--ep with --pp is not built yet: give --ep alone or with --tp");
   RINFER_CHECK(o.expert_placement.empty() || o.ep > 1, "--expert-placement needs --ep");
+  RINFER_CHECK(o.redundant_experts == 0 || o.ep > 1, "--redundant-experts needs --ep");
+  RINFER_CHECK(o.redundant_experts == 0 || o.expert_placement.empty(),
+               "--redundant-experts with --expert-placement: the placement file already says how many replicas");
+  RINFER_CHECK(o.rebalance_every == 0 || o.ep > 1, "--rebalance-every needs --ep");
   if (ranks > 1 || mpi::env_world_size() > 1) {
-    const std::string layout = o.ep > 1    ? str("--ep ", o.ep)
+    const std::string layout = o.ep > 1    ? (o.tp > 1 ? str("--tp ", o.tp, " --ep ", o.ep, " (", ranks, " ranks)")
+                                                       : str("--ep ", o.ep))
                                : o.pp == 1 ? str("--tp ", o.tp)
                                : o.tp == 1 ? str("--pp ", o.pp)
                                            : str("--tp ", o.tp, " --pp ", o.pp, " (", ranks, " ranks)");
@@ -186,7 +202,14 @@ std::unique_ptr<Session> open_session(const std::string& model_path, const Runti
     par.on_hang = end_hung_job;
     // A stage's tensor-parallel ranks reduce among themselves only; the
     // expert-parallel ranks reduce their MoE layers' sums.
-    if (o.ep > 1) {
+    if (o.ep > 1 && o.tp > 1) {
+      // Ranks with the same expert-parallel rank split attention and their
+      // experts' width; ranks with the same width part hold different experts.
+      s->stage_comm = mpi::split(par.layout.ep_rank(), par.layout.tp_rank());
+      s->expert_comm = mpi::split(par.layout.tp_rank(), par.layout.ep_rank());
+      par.tensor = s->stage_comm.get();
+      par.experts = s->expert_comm.get();
+    } else if (o.ep > 1) {
       par.tensor = &single_process();
       par.experts = comm;
     } else if (o.pp == 1) {
@@ -201,8 +224,9 @@ std::unique_ptr<Session> open_session(const std::string& model_path, const Runti
     if (o.ep > 1) {
       lo.shard.ep_rank = par.layout.ep_rank();
       lo.shard.ep_world = o.ep;
-      lo.shard.experts = std::make_shared<const ExpertPlan>(
-          o.expert_placement.empty() ? ExpertPlan{"", o.ep, {}} : ExpertPlan::load(o.expert_placement, o.ep));
+      lo.shard.experts = std::make_shared<const ExpertPlan>(o.expert_placement.empty()
+                                                                ? ExpertPlan{"", o.ep, o.redundant_experts, {}}
+                                                                : ExpertPlan::load(o.expert_placement, o.ep));
     }
     // The host's cores shared by its ranks, unless --threads says otherwise.
     if (threads == 0) threads = std::max(1, ThreadPool::hardware_threads() / std::max(1, mpi::env_local_size()));
@@ -223,9 +247,14 @@ std::unique_ptr<Session> open_session(const std::string& model_path, const Runti
     lo.lm_head_quant = parse_weight_format(o.lm_head)->quant;
   }
   lo.mode = o.weights == "mmap" ? WeightLoadMode::Mmap : WeightLoadMode::Copy;
+  lo.movable_experts = o.rebalance_every > 0;
   s->lm = load_model(model_path, lo, *s->pool);
   RINFER_CHECK(o.ep == 1 || !s->lm.model->expert_counts().empty(), "--ep: ", s->lm.config.architecture,
                " has no mixture-of-experts layers");
+  if (o.rebalance_every > 0) {
+    s->rebalancer = std::make_unique<ExpertRebalancer>(*s->lm.model, *lo.shard.experts, o.rebalance_every);
+    par.rebalancer = s->rebalancer.get();
+  }
   const auto& cfg = s->lm.config;
   int64_t tokens = o.kv_cache_tokens > 0 ? o.kv_cache_tokens : std::min<int64_t>(cfg.max_position_embeddings, 4096);
   KVCacheOptions ko;
@@ -249,8 +278,22 @@ std::unique_ptr<Session> open_session(const std::string& model_path, const Runti
   return s;
 }
 
+void write_expert_stats_file(const std::string& path, const Session& s,
+                             const std::vector<std::vector<uint64_t>>& counts) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (size_t l = 0; l < counts.size(); ++l)
+    if (!counts[l].empty()) layers.push_back({{"layer", l}, {"counts", counts[l]}});
+  const nlohmann::json j = {{"model", s.lm.name}, {"architecture", s.lm.config.architecture}, {"layers", layers}};
+  write_file_atomic(path, j.dump() + "\n");
+}
+
 std::string parallel_summary(const RuntimeOptions& o) {
-  if (o.ep > 1) return str(", ep ", o.ep, " ranks", o.expert_placement.empty() ? "" : ", planned placement");
+  if (o.ep > 1)
+    return str(o.tp > 1 ? str(", tp ", o.tp, " x ep ", o.ep, " ranks") : str(", ep ", o.ep, " ranks"),
+               !o.expert_placement.empty() ? ", planned placement"
+               : o.redundant_experts > 0   ? str(", ", o.redundant_experts, " redundant experts")
+                                           : "",
+               o.rebalance_every > 0 ? str(", rebalanced every ", o.rebalance_every, " steps") : "");
   if (o.tp * o.pp == 1) return "";
   std::string s = str(", tp ", o.tp, " x pp ", o.pp, " ranks");
   if (o.pp > 1) s += str(", ", o.micro_batches, " micro-batch", o.micro_batches > 1 ? "es" : "");

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/thread_pool.h"
+#include "runtime/expert_rebalancer.h"
 #include "runtime/generator.h"
 #include "runtime/kv_cache.h"
 #include "loading/model_loader.h"
@@ -31,6 +32,8 @@ struct RuntimeOptions {
   int pp = 1;  // pipeline stages (under mpirun)
   int ep = 1;  // expert-parallel ranks (under mpirun)
   std::string expert_placement;  // with --ep: rinfer plan-experts' file ("" : experts in contiguous ranges)
+  int redundant_experts = 0;     // with --ep and no placement file: replicas per MoE layer
+  int64_t rebalance_every = 0;   // with --ep: plan the experts again every this many steps (0: never)
   int micro_batches = 1;  // serve with pipeline stages: micro-batches per step
   double step_timeout_s = 300;  // several ranks: a step longer than this ends the job
 };
@@ -48,7 +51,9 @@ CLI::Validator number_in(double min, double max, bool min_exclusive = false);
 
 struct Session {
   KVCache& kv() { return runner->kv(); }
-  std::unique_ptr<Communicator> stage_comm;  // a pipeline stage's tensor-parallel ranks (--tp and --pp)
+  std::unique_ptr<Communicator> stage_comm;  // a pipeline stage's tensor-parallel ranks (--tp and --pp, or --ep)
+  std::unique_ptr<Communicator> expert_comm;  // --ep with --tp: the ranks that hold the same tensor-parallel part
+  std::unique_ptr<ExpertRebalancer> rebalancer;  // --rebalance-every
   std::unique_ptr<ThreadPool> pool;
   LoadedModel lm;
   std::unique_ptr<ModelRunner> runner;  // runs lm.model on pool, with its KV cache
@@ -69,6 +74,11 @@ std::unique_ptr<Session> open_session(const std::string& model_path, const Runti
                                       const KvSizer& kv_tokens = {});
 
 // ", tp 2 x pp 2 ranks, 4 micro-batches" for a split model; "" for one process.
+// rinfer run|serve --expert-stats: per MoE layer, the tokens routed to
+// each expert (what rinfer plan-experts reads), written atomically.
+void write_expert_stats_file(const std::string& path, const Session& s,
+                             const std::vector<std::vector<uint64_t>>& counts);
+
 std::string parallel_summary(const RuntimeOptions& o);
 
 // "int8" for DType::I8 (the --kv-cache-dtype spelling), else dtype_user_name.

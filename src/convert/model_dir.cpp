@@ -349,7 +349,7 @@ ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode, const Tenso
       };
       size_t total = 0;
       // A scale tensor goes with its data tensor; a stage skips the others'.
-      auto mapped = [&](const io::TensorEntry& e) { return keep_mapped && !quantized.count(e.name) && keep_mapped(e.name); };
+      auto mapped = [&](const io::TensorEntry& e) { return keep_mapped && keep_mapped(e.name); };
       auto copied = [&](const io::TensorEntry& e) {
         return !scales_of.count(e.name) && want(e.name) && !mapped(e);
       };
@@ -388,6 +388,18 @@ ModelDir load_model_dir(const std::string& dir, WeightLoadMode mode, const Tenso
       for (const auto& e : st->tensors())
         if (want(e.name) && mapped(e)) {
           md.weights->add(e.name, stored.at(e.name));
+          // A quantized matrix left mapped keeps the separate layout (its
+          // scales beside it in the file).
+          const io::TensorEntry* scales = nullptr;
+          if (quantized.count(e.name)) {
+            md.weights->add_quantized(e.name, quantized.at(e.name));
+            scales = st->find(scale_name.at(e.name));
+          }
+          md.weights->set_page_release(e.name, [st, e, scales](size_t from, size_t len) {
+            if (len != WeightStore::kAll) return st->release(e, from, len);
+            st->release(e);
+            if (scales) st->release(*scales);
+          });
           keeps_mapping = true;
         }
       if (keeps_mapping) {

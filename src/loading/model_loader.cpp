@@ -28,7 +28,15 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts, ThreadP
   TensorFilter wanted, keep_mapped;
   auto plan_stage = [&](const ModelConfig& c, const std::vector<double>& layer_bytes, double head_bytes) {
     // Expert parallelism: the rank's experts only.
-    if (shard.ep_world > 1) wanted = [c, shard](const std::string& name) { return stage_wants_tensor(c, shard, name); };
+    if (shard.ep_world > 1) {
+      wanted = [c, shard](const std::string& name) { return stage_wants_tensor(c, shard, name); };
+      if (opts.movable_experts) {
+        Shard every_expert = shard;
+        every_expert.experts = nullptr;
+        keep_mapped = [wanted](const std::string& name) { return !wanted(name); };
+        wanted = [c, every_expert](const std::string& name) { return stage_wants_tensor(c, every_expert, name); };
+      }
+    }
     if (shard.stages == 1) return;
     RINFER_CHECK(shard.stage >= 0 && shard.stage < shard.stages, "pipeline stage ", shard.stage, " of ",
                  shard.stages);

@@ -25,6 +25,11 @@ struct LoadOptions {
   // that a rank reads only its shard's bytes. Pipeline (stages > 1): the
   // loader cuts the layers (split_layers) and reads only the stage's tensors.
   Shard shard;
+  // Expert parallelism with rebalancing: every expert stays readable, since
+  // a rank may gain any of them. A model directory copies the rank's own
+  // experts as usual and keeps the others mapped (their pages unread until
+  // the rank gains one); a Hugging Face directory converts them all.
+  bool movable_experts = false;
 };
 
 struct LoadedModel {

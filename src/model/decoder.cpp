@@ -59,6 +59,14 @@ std::vector<std::vector<uint64_t>> Decoder::expert_rank_tokens() const {
   return per_moe_layer([](const MoeFeedForward& m) { return m.rank_tokens(); });
 }
 
+void Decoder::place_experts(const ExpertPlan& plan) {
+  const int64_t first = shard_.stage_layers(cfg_.n_layers).begin;
+  for (size_t i = 0; i < layers_.size(); ++i)
+    if (auto* moe = dynamic_cast<MoeFeedForward*>(layers_[i].ffn.get());
+        moe && plan.layers.count(first + int64_t(i)) != 0)
+      moe->place(plan.layer(first + int64_t(i), moe->n_experts()));
+}
+
 void Decoder::forward(std::span<const BatchItem> batch, const KvView& kv, float* logits, const RunContext& run) {
   const int64_t H = cfg_.hidden_size;
   int64_t T = 0, max_ctx = 0;

@@ -52,6 +52,7 @@ class Decoder : public Model {
   uint64_t weight_bytes_per_token() const override;
   std::vector<std::vector<uint64_t>> expert_counts() const override;
   std::vector<std::vector<uint64_t>> expert_rank_tokens() const override;
+  void place_experts(const ExpertPlan& plan) override;
 
  private:
   template <typename Of>

@@ -1,5 +1,7 @@
 #include "model/model.h"
 
+#include "core/error.h"
+
 namespace rinfer {
 
 int64_t Model::logit_rows(std::span<const BatchItem> batch) {
@@ -8,5 +10,7 @@ int64_t Model::logit_rows(std::span<const BatchItem> batch) {
     rows += it.logits == LogitRows::All ? int64_t(it.tokens.size()) : it.logits == LogitRows::Last ? 1 : 0;
   return rows;
 }
+
+void Model::place_experts(const ExpertPlan&) { fail(config().architecture, ": no mixture-of-experts layers to place"); }
 
 }  // namespace rinfer

@@ -11,6 +11,7 @@
 #include "core/paged_kv.h"
 #include "model/model_config.h"
 #include "ops/exec_context.h"
+#include "parallel/expert_placement.h"
 
 namespace rinfer {
 
@@ -69,6 +70,10 @@ class Model {
   // Expert parallelism: the (token, expert) pairs each rank computed so far,
   // per layer (empty rows for dense layers; empty without).
   virtual std::vector<std::vector<uint64_t>> expert_rank_tokens() const { return {}; }
+  // Expert parallelism: the MoE layers `plan` lists (plan.layers) move to
+  // its placement (same experts, same ranks) between two forward passes,
+  // reading the experts this rank gains and dropping those it loses.
+  virtual void place_experts(const ExpertPlan& plan);
 };
 
 }  // namespace rinfer

@@ -49,8 +49,24 @@ std::unique_ptr<FeedForwardBlock> make_moe(const WeightStore& w, const std::stri
                                                        "up_proj", "down_proj", false, shard));
   Linear shared_gate;
   if (!n.shared_gate.empty()) shared_gate = Linear::load(w, p + n.shared_gate, s.hidden, 1, false);
-  return std::make_unique<MoeFeedForward>(r, router, bias, std::move(experts), std::move(shared), shared_gate,
-                                          std::move(ep));
+  const bool expert_parallel = ep != nullptr;
+  auto moe = std::make_unique<MoeFeedForward>(r, router, bias, std::move(experts), std::move(shared), shared_gate,
+                                              std::move(ep));
+  if (expert_parallel) {
+    // Rebalancing reads an expert a rank gains from the same weights (they
+    // outlive the model: whoever loaded it owns both).
+    const std::string experts_prefix = p + "experts.";
+    moe->set_expert_source(
+        [&w, experts_prefix, s, n, shard](int32_t e) {
+          return GatedMLP::load(w, experts_prefix + std::to_string(e) + ".", s.hidden, s.expert_inter, n.gate, n.up,
+                                n.down, false, shard);
+        },
+        [&w, experts_prefix, n](int32_t e) {
+          for (const char* proj : {n.gate, n.up, n.down})
+            w.release_pages(experts_prefix + std::to_string(e) + "." + proj + ".weight");
+        });
+  }
+  return moe;
 }
 
 nlohmann::json moe_to_json(const MoeRouting& r, const MoeShape& s) {

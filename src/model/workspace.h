@@ -12,7 +12,7 @@ namespace rinfer {
 class Workspace {
  public:
   enum Slot { kX, kH, kOut, kSel, kQ, kK, kV, kAttn, kScores, kGate, kUp, kRouter, kExpertIn, kExpertOut, kShared, kMla0,
-              kMla1, kMla2, kMla3, kAngles, kNumSlots };
+              kMla1, kMla2, kMla3, kAngles, kExpertSend, kExpertGathered, kNumSlots };
   float* get(Slot slot, size_t n_floats) {
     Buffer& b = slots_[slot];
     if (b.size() < n_floats * sizeof(float)) b = Buffer(n_floats * sizeof(float));

@@ -8,11 +8,22 @@
 
 namespace rinfer {
 
-double LayerPlacement::balancedness() const {
+double balancedness(const std::vector<double>& rank_load) {
   if (rank_load.empty()) return 1.0;
   const double mx = *std::max_element(rank_load.begin(), rank_load.end());
   const double mean = std::accumulate(rank_load.begin(), rank_load.end(), 0.0) / double(rank_load.size());
   return mx > 0 ? mean / mx : 1.0;
+}
+
+double LayerPlacement::balancedness() const { return rinfer::balancedness(rank_load); }
+
+std::vector<double> rank_loads(const LayerPlacement& p, const std::vector<double>& loads) {
+  RINFER_CHECK(loads.size() == p.replicas.size(), "expert loads for ", loads.size(), " experts, a placement of ",
+               p.replicas.size());
+  std::vector<double> out(p.rank_experts.size(), 0.0);
+  for (size_t r = 0; r < p.rank_experts.size(); ++r)
+    for (int32_t e : p.rank_experts[r]) out[r] += loads[size_t(e)] / double(p.replicas[size_t(e)]);
+  return out;
 }
 
 namespace {
@@ -24,12 +35,16 @@ void place(const std::vector<double>& loads, const std::vector<int32_t>& experts
   const int64_t E = int64_t(experts.size()), R = int64_t(ranks.size());
   const int64_t slots = (E + redundant) / R;
   std::vector<int32_t> reps(size_t(E), 1);
+  // At most one replica per rank: a second copy on the same rank would take
+  // a slot without spreading the expert's load.
   for (int k = 0; k < redundant; ++k) {
-    int64_t best = 0;
-    for (int64_t i = 1; i < E; ++i)
-      if (loads[size_t(experts[size_t(i)])] / reps[size_t(i)] >
-          loads[size_t(experts[size_t(best)])] / reps[size_t(best)])
+    int64_t best = -1;
+    for (int64_t i = 0; i < E; ++i)
+      if (reps[size_t(i)] < R && (best < 0 || loads[size_t(experts[size_t(i)])] / reps[size_t(i)] >
+                                                  loads[size_t(experts[size_t(best)])] / reps[size_t(best)]))
         best = i;
+    RINFER_CHECK(best >= 0, redundant, " redundant experts are more than ", E, " experts can have on ", R,
+                 " ranks (one replica per rank)");
     ++reps[size_t(best)];
   }
   struct Item {
@@ -167,7 +182,14 @@ ExpertPlan ExpertPlan::load(const std::string& path, int ranks) {
 }
 
 LayerPlacement ExpertPlan::layer(int64_t layer, int64_t n_experts) const {
-  if (source.empty()) return contiguous_layer(std::vector<double>(size_t(n_experts), 1.0), ranks, layer);
+  if (source.empty()) {
+    const std::vector<double> even(size_t(n_experts), 1.0);
+    if (redundant == 0) return contiguous_layer(even, ranks, layer);
+    PlacementOptions o;
+    o.ranks = ranks;
+    o.redundant = redundant;
+    return plan_layer(even, o, layer);
+  }
   const auto it = layers.find(layer);
   RINFER_CHECK(it != layers.end(), source, ": no placement for MoE layer ", layer, " (a placement for another model?)");
   RINFER_CHECK(int64_t(it->second.replicas.size()) == n_experts, source, ": layer ", layer, " has ",

@@ -46,8 +46,11 @@ LayerPlacement contiguous_layer(const std::vector<double>& loads, int ranks, int
 // Where every MoE layer's experts live over `ranks` expert-parallel ranks:
 // a placement file (rinfer plan-experts), or experts in contiguous ranges.
 struct ExpertPlan {
-  std::string source;  // the file, or "" for contiguous ranges
+  std::string source;  // the file, or "" for a placement without one
   int ranks = 1;
+  // Without a file: this many replicas per layer, planned from even loads
+  // (0: experts in contiguous ranges).
+  int redundant = 0;
   std::map<int64_t, LayerPlacement> layers;  // from the file
   // A placement file; one-line errors for what is not one, or not for `ranks`.
   static ExpertPlan load(const std::string& path, int ranks);
@@ -55,6 +58,12 @@ struct ExpertPlan {
   // when the file has no such layer or another expert count.
   LayerPlacement layer(int64_t layer, int64_t n_experts) const;
 };
+
+// The load each rank of `p` carries when the experts see `loads` (each
+// replica takes load / replicas, as ReplicaRouter spreads it), and the
+// balancedness (mean / max) that gives.
+std::vector<double> rank_loads(const LayerPlacement& p, const std::vector<double>& loads);
+double balancedness(const std::vector<double>& rank_load);
 
 // Load-aware routing over replicas, within one step: a token for an expert
 // with several replicas goes to the replica whose rank has the fewest

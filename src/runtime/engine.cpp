@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "runtime/expert_rebalancer.h"
+
 namespace rinfer {
 
 namespace {
@@ -240,6 +242,13 @@ void Engine::publish_stats() {
   for (double b : ps.busy_s) s.pipeline_busy_s += b;
   s.pipeline_bubble_fraction = ps.bubble_fraction();
   if (runner_.layout().ep > 1) s.expert_rank_tokens = runner_.model().expert_rank_tokens();
+  if (opts_.expert_counts) s.expert_counts = runner_.model().expert_counts();
+  if (const ExpertRebalancer* rb = runner_.rebalancer()) {
+    s.rebalancing = true;
+    s.expert_rebalances = rb->rebalances();
+    s.experts_moved = rb->experts_moved();
+    s.expert_window_balancedness = rb->window_balancedness();
+  }
   std::lock_guard<std::mutex> lk(mu_);
   published_ = s;
 }

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -35,6 +36,7 @@ struct EngineOptions {
   int64_t max_model_len = 0;  // prompt + output tokens; 0 (and at most): min(model positions, KV capacity)
   bool prefix_caching = true;
   int64_t max_waiting = 256;  // requests queued but not running at most; submit() refuses beyond
+  bool expert_counts = false;  // publish the tokens routed to each expert (EngineStats::expert_counts)
 };
 
 struct GenerationRequest {
@@ -83,6 +85,15 @@ struct EngineStats {
   // Expert parallelism: per MoE layer (by layer index; empty rows for dense
   // layers), the (token, expert) pairs each rank computed.
   std::vector<std::vector<uint64_t>> expert_rank_tokens;
+  // Online rebalancing (--rebalance-every): looks that moved experts,
+  // physical experts moved, and per MoE layer the balancedness measured over
+  // the last window (layer -> mean / max pairs per rank).
+  // With EngineOptions::expert_counts: per layer, tokens routed to each
+  // expert so far (empty rows for dense layers).
+  std::vector<std::vector<uint64_t>> expert_counts;
+  bool rebalancing = false;
+  int64_t expert_rebalances = 0, experts_moved = 0;
+  std::map<int64_t, double> expert_window_balancedness;
 };
 
 class Engine {

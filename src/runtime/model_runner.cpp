@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "parallel/communicator.h"
+#include "runtime/expert_rebalancer.h"
 
 namespace rinfer {
 
@@ -163,6 +164,7 @@ void ModelRunner::run(std::span<const BatchItem> batch, float* logits) {
     model_.forward(batch, kv_.view(), logits, run_);
   else
     run_pipeline(batch, logits);
+  if (par_.rebalancer) par_.rebalancer->after_step(model_);
 }
 
 // Messages between stages: a micro-batch's hidden states [tokens, hidden]

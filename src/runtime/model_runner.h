@@ -34,6 +34,7 @@
 namespace rinfer {
 
 class Communicator;
+class ExpertRebalancer;
 
 struct TokenLogprob {
   int32_t id = 0;
@@ -50,7 +51,8 @@ struct SampledToken {
 struct RunnerParallel {
   Communicator* world = nullptr;   // every rank of the job: batches, hidden states, logits; null: a world of one
   Communicator* tensor = nullptr;  // the stage's tensor-parallel ranks, which the model's layers use; null: world
-  Communicator* experts = nullptr;  // the expert-parallel ranks, which MoE layers reduce over; null: none
+  Communicator* experts = nullptr;  // the expert-parallel ranks, which MoE layers gather over; null: none
+  ExpertRebalancer* rebalancer = nullptr;  // expert parallelism: moves experts after steps (outlives the runner)
   ParallelLayout layout;           // tp x pp (x ep), this rank
   int micro_batches = 1;           // per step, with pipeline stages
   // Over several ranks: a step (a batch's forward, on any rank) that takes
@@ -106,6 +108,7 @@ class ModelRunner {
   SampledToken sample(float* logits, Sampler& sampler, std::span<const int32_t> history, int top_logprobs = -1);
 
   const ParallelLayout& layout() const { return par_.layout; }
+  const ExpertRebalancer* rebalancer() const { return par_.rebalancer; }
   int micro_batches() const { return par_.micro_batches; }
   // Rank 0, with pipeline stages: the bubble so far.
   const PipelineStats& pipeline_stats() const { return stats_; }

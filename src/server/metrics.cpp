@@ -110,6 +110,17 @@ std::string Metrics::render(const EngineStats& s) const {
       out += "rinfer_expert_balancedness{layer=\"" + std::to_string(l) + "\"} " + num(b) + "\n";
     }
   }
+  if (s.rebalancing) {
+    scalar(out, "rinfer_expert_rebalances_total", "counter",
+           "Looks of the online rebalancer (--rebalance-every) that moved experts.", double(s.expert_rebalances));
+    scalar(out, "rinfer_expert_moves_total", "counter", "Physical experts the online rebalancer moved to another rank.",
+           double(s.experts_moved));
+    out += "# HELP rinfer_expert_window_balancedness Mean over max of the ranks' expert tokens in the last "
+           "rebalancing window, by MoE layer (1: even).\n";
+    out += "# TYPE rinfer_expert_window_balancedness gauge\n";
+    for (const auto& [l, b] : s.expert_window_balancedness)
+      out += "rinfer_expert_window_balancedness{layer=\"" + std::to_string(l) + "\"} " + num(b) + "\n";
+  }
   out += "# HELP rinfer_requests_finished_total Requests finished, by reason.\n";
   out += "# TYPE rinfer_requests_finished_total counter\n";
   for (const char* r : {"stop", "length", "cancelled", "error"}) {

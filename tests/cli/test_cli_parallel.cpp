@@ -131,13 +131,66 @@ const char* const kMoeFamilies[] = {"mixtral",          "qwen2_moe",   "deepseek
                                     "deepseek_v2_lite", "deepseek_v3", "deepseek_v3_grouped"};
 
 // Expert parallelism: every rank holds its experts of every MoE layer.
+// validate's per-case results (logit errors to the golden's, top-1 and
+// greedy agreement), without the lines that name the command.
+json validate_cases(const std::string& path) { return read_json(path)["cases"]; }
+
+// The experts' outputs are gathered and summed in one process's order, so
+// without replicas every placement and rank count gives one process's
+// logits to the bit: validate's errors are equal, not just within bounds.
 TEST(CliParallel, MoeFamiliesValidateExpertParallel) {
+  TempDir tmp;
   for (const char* family : kMoeFamilies) {
     SCOPED_TRACE(family);
+    const std::string one = tmp / "one.json", ep = tmp / "ep.json";
+    ASSERT_EQ(run_rinfer("validate --golden " + golden_dir(family) + " --json " + one).code, 0);
     for (int ranks : {2, 4}) {
-      const CmdResult r = run_mpi(ranks, "validate --golden " + golden_dir(family) + " --ep " + std::to_string(ranks));
+      const CmdResult r = run_mpi(ranks, "validate --golden " + golden_dir(family) + " --ep " +
+                                             std::to_string(ranks) + " --json " + ep);
       EXPECT_EQ(r.code, 0) << ranks << " ranks\n" << r.out << r.err;
       EXPECT_NE(r.out.find("PASS"), std::string::npos) << r.out;
+      EXPECT_EQ(validate_cases(ep), validate_cases(one)) << ranks << " ranks";
+    }
+  }
+}
+
+// Tensor parallelism inside expert parallelism: 2 x 2 ranks, each holding
+// half the experts, each of those split over its width.
+TEST(CliParallel, MoeFamiliesValidateExpertAndTensorParallel) {
+  for (const char* family : {"mixtral", "qwen2_moe", "deepseek_v2_lite", "deepseek_v3_grouped"}) {
+    SCOPED_TRACE(family);
+    const CmdResult r = run_mpi(4, "validate --golden " + golden_dir(family) + " --tp 2 --ep 2");
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("PASS"), std::string::npos) << r.out;
+  }
+}
+
+// Online rebalancing moves experts between ranks every few steps: without
+// replicas the logits stay those of one process to the bit, with replicas
+// (a token's output then computed among other rows) the greedy tokens stay.
+TEST(CliParallel, OnlineRebalancingChangesNoOutput) {
+  TempDir tmp;
+  for (const char* family : {"mixtral", "qwen2_moe", "deepseek_v2_lite", "deepseek_v3_grouped"}) {
+    SCOPED_TRACE(family);
+    const std::string one = tmp / "one.json", ep = tmp / "ep.json";
+    ASSERT_EQ(run_rinfer("validate --golden " + golden_dir(family) + " --json " + one).code, 0);
+    CmdResult r = run_mpi(2, "validate --golden " + golden_dir(family) + " --ep 2 --rebalance-every 1 --json " + ep);
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_EQ(validate_cases(ep), validate_cases(one));
+    const std::string run = "run --model " + golden_dir(family) + "/hf --prompt-ids 1,5,6,7,8,9 --max-new-tokens 24 " +
+                            "--temperature 0 --ignore-eos --json";
+    const CmdResult single = run_rinfer(run);
+    ASSERT_EQ(single.code, 0) << single.err;
+    for (const std::string& layout : {std::string("--ep 2 --rebalance-every 2"),
+                                      std::string("--ep 2 --redundant-experts 2 --rebalance-every 2"),
+                                      std::string("--tp 2 --ep 2 --redundant-experts 2 --rebalance-every 3")}) {
+      r = run_mpi(layout.find("--tp") != std::string::npos ? 4 : 2, run + " " + layout);
+      ASSERT_EQ(r.code, 0) << layout << "\n" << r.err;
+      const json j = json::parse(r.out);
+      EXPECT_EQ(ids_of(j, "output_ids"), ids_of(json::parse(single.out), "output_ids")) << layout;
+      // The experts did move (the rebalancer looked 11+ times at uneven loads).
+      EXPECT_GT(j["expert_rebalancing"]["rebalances"].get<int>(), 0) << layout;
+      EXPECT_GT(j["expert_rebalancing"]["experts_moved"].get<int>(), 0) << layout;
     }
   }
 }
@@ -224,10 +277,21 @@ TEST(CliParallel, ExpertPlacementsThatDoNotFitAreOneLineErrors) {
   // A dense model, and --ep with --tp.
   r = run_mpi(2, "run --model " + stories_hf() + " --prompt-ids 1,5 --max-new-tokens 2 --ep 2", 60);
   EXPECT_NE(r.err.find("--ep: LlamaForCausalLM has no mixture-of-experts layers"), std::string::npos) << r.err;
-  r = run_mpi(4, "run" + mixtral + " --ep 2 --tp 2", 60);
-  EXPECT_NE(r.err.find("--ep with --tp or --pp is not built yet"), std::string::npos) << r.err;
+  r = run_mpi(4, "run" + mixtral + " --ep 2 --pp 2", 60);
+  EXPECT_NE(r.err.find("--ep with --pp is not built yet"), std::string::npos) << r.err;
   expect_error(run_rinfer("run" + mixtral + " --expert-placement " + plan8), "--expert-placement needs --ep",
                "a placement without --ep");
+  expect_error(run_rinfer("run" + mixtral + " --redundant-experts 2"), "--redundant-experts needs --ep",
+               "replicas without --ep");
+  expect_error(run_rinfer("run" + mixtral + " --rebalance-every 5"), "--rebalance-every needs --ep",
+               "rebalancing without --ep");
+  r = run_mpi(2, "run" + mixtral + " --ep 2 --redundant-experts 2 --expert-placement " + plan8, 60);
+  EXPECT_NE(r.err.find("the placement file already says how many replicas"), std::string::npos) << r.err;
+  // Replicas that do not fill the ranks' slots evenly (4 + 1 over 2).
+  r = run_mpi(2, "run" + mixtral + " --ep 2 --redundant-experts 1", 60);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.code, 124) << "hung";
+  EXPECT_NE(r.err.find("4 experts + 1 redundant do not fill 2 ranks evenly"), std::string::npos) << r.err;
 }
 
 TEST(CliParallel, WorldsThatDoNotFitAreOneLineErrors) {

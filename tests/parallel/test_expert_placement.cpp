@@ -31,6 +31,7 @@ void check_valid(const LayerPlacement& p, const std::vector<double>& loads, int 
   for (const auto& r : p.rank_experts) {
     EXPECT_EQ(r.size(), (E + size_t(redundant)) / size_t(ranks));  // equal slots
     for (int32_t e : r) ++copies[size_t(e)];
+    EXPECT_EQ(std::set<int32_t>(r.begin(), r.end()).size(), r.size()) << "two replicas of one expert on a rank";
   }
   for (size_t e = 0; e < E; ++e) {
     EXPECT_GE(copies[e], 1) << "expert " << e << " on no rank";
@@ -71,10 +72,12 @@ TEST(ExpertPlacement, BalancedWithinTheGreedyBound) {
 }
 
 TEST(ExpertPlacement, RedundantSlotsGoToTheHeaviestPerReplica) {
-  // Loads 100, 40, 10, 10: the first slot to expert 0 (100 / 1), then
-  // expert 0 again (100 / 2 = 50 > 40), then expert 1 (40 > 100 / 3).
+  // Loads 100, 40, 10, 10 on 2 ranks: the first slot to expert 0 (100 / 1);
+  // it then has a replica on both ranks, so the next goes to expert 1.
   const LayerPlacement p = plan_layer({100, 40, 10, 10}, {2, 2});
-  EXPECT_EQ(p.replicas, (std::vector<int32_t>{3, 1, 1, 1}));
+  EXPECT_EQ(p.replicas, (std::vector<int32_t>{2, 2, 1, 1}));
+  // On 4 ranks: expert 0 (100), expert 0 again (100 / 2 = 50 > 40), then
+  // expert 1 (40 > 100 / 3), then expert 0 (100 / 3 > 40 / 2).
   const LayerPlacement q = plan_layer({100, 40, 10, 10}, {4, 4});
   EXPECT_EQ(q.replicas, (std::vector<int32_t>{4, 2, 1, 1}));
   // A replica goes to a rank without the same expert while one has room.
@@ -89,18 +92,21 @@ TEST(ExpertPlacement, DeterministicAndIndependentOfNothingElse) {
 }
 
 TEST(ExpertPlacement, GroupLimitedKeepsGroupsOnTheirRanks) {
-  // 16 experts in 4 groups of 4, 4 ranks in 2 sets of 2: every rank's
-  // experts come from the groups of its set only.
+  // 16 experts in 4 groups of 4, 8 ranks in 4 sets of 2: every rank's
+  // experts, replicas included, come from its set's group only.
   const auto loads = skewed(16, 1.0);
-  PlacementOptions o{4, 4, 4, true};
+  PlacementOptions o{8, 8, 4, true};
   const LayerPlacement p = plan_layer(loads, o);
-  check_valid(p, loads, 4, 4);
-  for (int set = 0; set < 2; ++set) {
+  check_valid(p, loads, 8, 8);
+  std::set<int> all;
+  for (int set = 0; set < 4; ++set) {
     std::set<int> groups;
     for (int r = set * 2; r < set * 2 + 2; ++r)
       for (int32_t e : p.rank_experts[size_t(r)]) groups.insert(e / 4);
-    EXPECT_EQ(groups.size(), 2u) << "set " << set;
+    EXPECT_EQ(groups.size(), 1u) << "set " << set;
+    all.insert(groups.begin(), groups.end());
   }
+  EXPECT_EQ(all.size(), 4u);
 }
 
 TEST(ExpertPlacement, ImpossibleLayoutsAreOneLineErrors) {
@@ -115,8 +121,22 @@ TEST(ExpertPlacement, ImpossibleLayoutsAreOneLineErrors) {
   EXPECT_EQ(error_of([] { plan_layer(std::vector<double>(10, 1.0), {4, 0}); }),
             "10 experts + 0 redundant do not fill 4 ranks evenly (make experts + redundant a multiple of the ranks)");
   EXPECT_NE(error_of([] { plan_layer({1, 2, -3, 4}, {2, 0}); }).find("negative expert load"), std::string::npos);
+  // 4 experts on 2 ranks have room for 4 replicas at most (one per rank).
+  EXPECT_EQ(error_of([] { plan_layer({1, 2, 3, 4}, {2, 6}); }),
+            "6 redundant experts are more than 4 experts can have on 2 ranks (one replica per rank)");
   EXPECT_NE(error_of([] { plan_layer(std::vector<double>(16, 1.0), {4, 0, 3, true}); }).find("groups"),
             std::string::npos);
+}
+
+// One very hot expert: it gets a replica on every rank and no more; the
+// next redundant slots go to the next heaviest per replica.
+TEST(ExpertPlacement, AtMostOneReplicaPerRank) {
+  std::vector<double> loads(8, 1.0);
+  loads[7] = 1000;
+  const LayerPlacement p = plan_layer(loads, {2, 4});
+  check_valid(p, loads, 2, 4);
+  EXPECT_EQ(p.replicas[7], 2);
+  EXPECT_EQ(p.replicas[0] + p.replicas[1] + p.replicas[2], 6);  // ties to the lower ids
 }
 
 TEST(ReplicaRouter, SendsATokenToTheLeastLoadedReplica) {

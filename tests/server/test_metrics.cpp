@@ -1,6 +1,7 @@
 // Metrics::render on engine statistics a split model reports: the
 // pipeline's bubble and, with expert parallelism, each rank's expert tokens
-// and each layer's balancedness, as Prometheus text.
+// and each layer's balancedness (and the online rebalancer's moves and
+// window), as Prometheus text.
 #include <gtest/gtest.h>
 
 #include "runtime/engine.h"
@@ -19,6 +20,21 @@ TEST(Metrics, ExpertParallelLoadsAndBalance) {
   EXPECT_NE(m.find("rinfer_expert_balancedness{layer=\"2\"} 1\n"), std::string::npos) << m;
   EXPECT_EQ(m.find("layer=\"0\""), std::string::npos) << m;
   EXPECT_EQ(m.find("rinfer_pipeline"), std::string::npos) << m;
+}
+
+TEST(Metrics, OnlineRebalancing) {
+  EngineStats s;
+  s.expert_rank_tokens = {{}, {30, 10}};
+  s.rebalancing = true;
+  s.expert_rebalances = 3;
+  s.experts_moved = 7;
+  s.expert_window_balancedness = {{1, 0.8}};
+  const std::string m = server::Metrics().render(s);
+  EXPECT_NE(m.find("rinfer_expert_rebalances_total 3\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("rinfer_expert_moves_total 7\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("rinfer_expert_window_balancedness{layer=\"1\"} 0.8\n"), std::string::npos) << m;
+  s.rebalancing = false;
+  EXPECT_EQ(server::Metrics().render(s).find("rinfer_expert_rebalances_total"), std::string::npos);
 }
 
 TEST(Metrics, PipelineBubble) {

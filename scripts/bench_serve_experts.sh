@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# `rinfer serve --ep 2` on a MoE model against one process (2 threads) at
+# 16 streams, per expert placement: contiguous ranges; planned from
+# measured loads with 0, 2 (= EP) and 4 (= 2 EP) redundant experts; and
+# online (2 redundant, re-planned every REBALANCE steps from the loads of
+# those steps). The loads come from a first serve run of the same workload
+# with another prompt seed (--expert-stats), so the plans are judged out of
+# sample. Each run: `rinfer bench-serve` keeps 16 streams busy (NUM_PROMPTS
+# random prompts of INPUT_LEN tokens, OUTPUT_LEN generated, EOS ignored),
+# then /metrics gives each MoE layer's measured balancedness (mean / max
+# (token, expert) pairs per rank). Layouts rotate by round. Files:
+# OUT_DIR/stats.json, plan-r<N>.json, <model>-<layout>-r<round>.json/.metrics.
+# Then scripts/bench_parallel_table.py --experts OUT_DIR prints the table.
+# Usage: scripts/bench_serve_experts.sh RINFER OUT_DIR [ROUNDS=2]
+# Env: MODEL=qwen3-30b-a3b-l2-bf16 NUM_PROMPTS=32 INPUT_LEN=64 OUTPUT_LEN=64 REBALANCE=20 PORT=18910
+set -euo pipefail
+if [ $# -lt 2 ] || [ $# -gt 3 ]; then
+  sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+  exit 2
+fi
+bin=$(realpath "$1")
+mkdir -p "$2"
+out=$(realpath "$2")
+rounds=${3:-2}
+cd "$(dirname "$0")/.."
+port=${PORT:-18910}
+model=${MODEL:-qwen3-30b-a3b-l2-bf16}
+mpi=(mpirun --allow-run-as-root --oversubscribe -np 2)
+layouts=(single ep2-contiguous ep2-planned-r0 ep2-planned-r2 ep2-planned-r4 ep2-online-r2)
+serve() {  # layout [extra args]; the server replaces the subshell (so that kill reaches it)
+  local l=$1
+  shift
+  local args=(serve --model "models/$model" --port "$port" --max-num-seqs 16 "$@")
+  case $l in
+    single) exec "$bin" "${args[@]}" --threads 2 ;;
+    ep2-contiguous) exec "${mpi[@]}" "$bin" "${args[@]}" --ep 2 ;;
+    ep2-planned-r*) exec "${mpi[@]}" "$bin" "${args[@]}" --ep 2 --expert-placement "$out/plan-r${l#ep2-planned-r}.json" ;;
+    ep2-online-r*) exec "${mpi[@]}" "$bin" "${args[@]}" --ep 2 --redundant-experts "${l#ep2-online-r}" \
+      --rebalance-every "${REBALANCE:-20}" ;;
+  esac
+}
+measure() {  # layout seed json [extra serve args]
+  local l=$1 seed=$2 json=$3
+  shift 3
+  serve "$l" "$@" > "${json%.json}.log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 1 600); do
+    curl -sf "http://127.0.0.1:$port/health" > /dev/null && break
+    sleep 0.2
+  done
+  "$bin" bench-serve --url "http://127.0.0.1:$port" --concurrency 16 --num-prompts "${NUM_PROMPTS:-32}" \
+    --input-len "${INPUT_LEN:-64}" --output-len "${OUTPUT_LEN:-64}" --seed "$seed" --json "$json" > /dev/null
+  curl -sf "http://127.0.0.1:$port/metrics" > "${json%.json}.metrics"
+  kill -INT "$pid"
+  wait "$pid" || true
+  sleep 1
+}
+echo "loads: one process, seed 1" >&2
+measure single 1 "$out/stats-run.json" --expert-stats "$out/stats.json"
+for n in 0 2 4; do
+  "$bin" plan-experts --stats "$out/stats.json" --ranks 2 --redundant "$n" --out "$out/plan-r$n.json" > /dev/null
+done
+for r in $(seq 1 "$rounds"); do
+  for i in "${!layouts[@]}"; do
+    l=${layouts[$(( (i + r) % ${#layouts[@]} ))]}
+    echo "round $r: $model $l" >&2
+    measure "$l" 2 "$out/$model-$l-r$r.json"
+  done
+done

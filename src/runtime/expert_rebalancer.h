@@ -1,0 +1,50 @@
+#pragma once
+// ExpertRebalancer: online expert placement under expert parallelism. Every
+// `every` forward steps it takes each MoE layer's expert loads over the
+// steps since its last look (the window), plans that layer again with the
+// same number of physical experts (plan_layer), and moves the layer to the
+// new plan when the plan would have carried the window more evenly than the
+// placement in force. Every rank runs one after each step and counts the
+// same tokens (routing is replicated), so every rank decides and moves alike
+// without a message; an expert a rank gains is read from its own copy of the
+// weights, one it loses is dropped. Outputs do not change: which rank
+// computes a (token, expert) pair never changes its sum (moe.h).
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "parallel/expert_placement.h"
+
+namespace rinfer {
+
+class Model;
+
+class ExpertRebalancer {
+ public:
+  // initial: the placement the model was loaded with; its layers' slot
+  // counts are kept.
+  ExpertRebalancer(const Model& model, const ExpertPlan& initial, int64_t every);
+  // After every forward step, on every rank alike; true when experts moved.
+  bool after_step(Model& model);
+
+  int64_t every() const { return every_; }
+  int64_t rebalances() const { return rebalances_; }  // looks that moved at least one layer
+  int64_t experts_moved() const { return moved_; }    // physical experts that changed rank, all layers
+  // Per MoE layer (decoder layer index): the measured balancedness (mean /
+  // max (token, expert) pairs per rank) over the last window, under the
+  // placement then in force; empty before the first look.
+  const std::map<int64_t, double>& window_balancedness() const { return window_balance_; }
+  const LayerPlacement& placement(int64_t layer) const { return current_.at(layer); }
+
+ private:
+  int64_t every_;
+  int64_t steps_ = 0;
+  int64_t rebalances_ = 0;
+  int64_t moved_ = 0;
+  int ranks_;
+  std::map<int64_t, LayerPlacement> current_;
+  std::vector<std::vector<uint64_t>> last_counts_, last_rank_tokens_;
+  std::map<int64_t, double> window_balance_;
+};
+
+}  // namespace rinfer
