@@ -12,7 +12,7 @@
 # OUT_DIR/stats.json, plan-r<N>.json, <model>-<layout>-r<round>.json/.metrics.
 # Then scripts/bench_parallel_table.py --experts OUT_DIR prints the table.
 # Usage: scripts/bench_serve_experts.sh RINFER OUT_DIR [ROUNDS=2]
-# Env: MODEL=qwen3-30b-a3b-l2-bf16 NUM_PROMPTS=32 INPUT_LEN=64 OUTPUT_LEN=64 REBALANCE=20 PORT=18910
+# Env: MODEL=qwen3-30b-a3b-l2-bf16 LAYOUTS="single ep2-contiguous ..." NUM_PROMPTS=32 INPUT_LEN=64 OUTPUT_LEN=64 REBALANCE=20 PORT=18910
 set -euo pipefail
 if [ $# -lt 2 ] || [ $# -gt 3 ]; then
   sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
@@ -26,7 +26,7 @@ cd "$(dirname "$0")/.."
 port=${PORT:-18910}
 model=${MODEL:-qwen3-30b-a3b-l2-bf16}
 mpi=(mpirun --allow-run-as-root --oversubscribe -np 2)
-layouts=(single ep2-contiguous ep2-planned-r0 ep2-planned-r2 ep2-planned-r4 ep2-online-r2)
+layouts=(${LAYOUTS:-single ep2-contiguous ep2-planned-r0 ep2-planned-r2 ep2-planned-r4 ep2-online-r2})
 serve() {  # layout [extra args]; the server replaces the subshell (so that kill reaches it)
   local l=$1
   shift

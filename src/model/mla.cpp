@@ -108,10 +108,14 @@ void MlaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
   }
   // Absorb: q_lat[t, h] = W_uk[h]^T q_nope[t, h], one matmul per head over all tokens.
   scope.emplace(profile::Stage::Qkv, uk_bytes);
-  for (int64_t hd = 0; hd < NH; ++hd) {
-    MatrixDesc uk{MatrixFormat::Dense, Device::Cpu, dt, w_uk_t_.as<uint8_t>() + size_t(hd * L * N) * esz, L, N, {}};
-    ops::matmul(ctx.exec, q + hd * QK, T, NH * QK, uk, nullptr, qlat + hd * ROW, NH * ROW);
-  }
+  std::vector<ops::MatmulJob>& jobs = head_jobs_;
+  jobs.clear();
+  for (int64_t hd = 0; hd < NH; ++hd)
+    jobs.push_back({q + hd * QK, NH * QK,
+                    MatrixDesc{MatrixFormat::Dense, Device::Cpu, dt, w_uk_t_.as<uint8_t>() + size_t(hd * L * N) * esz,
+                               L, N, {}},
+                    qlat + hd * ROW, NH * ROW});
+  ops::matmul_batch(ctx.exec, T, jobs);
   scope.emplace(profile::Stage::Attention, [&] {
     uint64_t n = 0;
     for (const auto& item : ctx.batch)
@@ -122,10 +126,13 @@ void MlaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
   // Expand: v[t, h] = W_uv[h] o_lat[t, h], W_uv[h] being rows of kv_b.
   scope.emplace(profile::Stage::AttnOut, [&] { return uv_bytes + o_.bytes(); });
   const auto* kv_b = static_cast<const uint8_t*>(kv_b_.matrix().data);
-  for (int64_t hd = 0; hd < NH; ++hd) {
-    MatrixDesc uv{MatrixFormat::Dense, Device::Cpu, dt, kv_b + size_t((hd * (N + V) + N) * L) * esz, V, L, {}};
-    ops::matmul(ctx.exec, olat + hd * L, T, NH * L, uv, nullptr, attn + hd * V, NH * V);
-  }
+  jobs.clear();
+  for (int64_t hd = 0; hd < NH; ++hd)
+    jobs.push_back({olat + hd * L, NH * L,
+                    MatrixDesc{MatrixFormat::Dense, Device::Cpu, dt, kv_b + size_t((hd * (N + V) + N) * L) * esz, V, L,
+                               {}},
+                    attn + hd * V, NH * V});
+  ops::matmul_batch(ctx.exec, T, jobs);
   o_.forward(ctx, attn, T, out);
 }
 

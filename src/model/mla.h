@@ -16,6 +16,7 @@
 // read by every head, so every rank computes and caches the whole latent
 // (the latent KV cache is replicated, not split).
 #include <memory>
+#include <vector>
 
 #include "core/buffer.h"
 #include "model/blocks.h"
@@ -44,6 +45,7 @@ class MlaAttention : public AttentionBlock {
   Buffer w_uk_t_;  // per local head [kv_lora_rank, nope_dim], the K half of kv_b transposed, in kv_b's dtype
   std::shared_ptr<const RotaryEmbedding> rope_;
   float scale_;
+  std::vector<ops::MatmulJob> head_jobs_;  // the per-head absorb / expand products of one forward
 };
 
 }  // namespace rinfer

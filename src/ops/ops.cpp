@@ -128,6 +128,16 @@ void paged_attention(const ExecContext& ctx, const TokenBatch& tokens, const flo
   kc::batch_attention(cpu_pool(ctx), tokens, q, n_heads, kv, scale, alibi, out);
 }
 
+void matmul_batch(const ExecContext& ctx, int64_t M, std::span<const MatmulJob> jobs) {
+  ThreadPool& pool = cpu_pool(ctx);
+  pool.run(int64_t(jobs.size()), [&](int64_t i, int) {
+    const MatmulJob& j = jobs[size_t(i)];
+    ExecContext one = ctx;
+    one.pool = nullptr;  // this thread alone
+    matmul(one, j.x, M, j.ldx, j.w, nullptr, j.y, j.ldy);
+  });
+}
+
 void latent_attention(const ExecContext& ctx, const TokenBatch& tokens, const float* q, int64_t n_heads,
                       const PagedKV& kv, int latent_dim, float scale, float* out) {
   kc::batch_latent_attention(cpu_pool(ctx), tokens, q, n_heads, kv, latent_dim, scale, out);

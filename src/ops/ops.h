@@ -33,6 +33,18 @@ struct MatmulOut {
 // matmul's result; where the backend can, the input is prepared once and the
 // matrices run as one job.
 void matmul_multi(const ExecContext& ctx, const float* x, int64_t M, int64_t ldx, std::span<const MatmulOut> outs);
+// Independent small matmuls (one per attention head, say), each
+// y_i = x_i W_i^T over the same M rows, run side by side in one parallel
+// region, each on one thread: a matrix too small to split pays more for
+// the hand-off to the threads than for its bytes.
+struct MatmulJob {
+  const float* x;
+  int64_t ldx;
+  MatrixDesc w;
+  float* y;
+  int64_t ldy;
+};
+void matmul_batch(const ExecContext& ctx, int64_t M, std::span<const MatmulJob> jobs);
 // The gated MLP's first half: gate.y = silu(x Wg^T + bg) * (x Wu^T + bu);
 // up.y is scratch of the same size as gate.y. Where the backend fuses the
 // activation into the product (gate_up_silu_fused), up's product never goes

@@ -10,10 +10,11 @@ namespace rinfer {
 ExpertRebalancer::ExpertRebalancer(const Model& model, const ExpertPlan& initial, int64_t every)
     : every_(every), ranks_(initial.ranks) {
   RINFER_CHECK(every > 0, "--rebalance-every must be at least 1 step");
-  last_counts_ = model.expert_counts();
+  looks_.push_back(model.expert_counts());
   last_rank_tokens_ = model.expert_rank_tokens();
-  for (size_t l = 0; l < last_counts_.size(); ++l)
-    if (!last_counts_[l].empty()) current_[int64_t(l)] = initial.layer(int64_t(l), int64_t(last_counts_[l].size()));
+  const auto& counts = looks_.back();
+  for (size_t l = 0; l < counts.size(); ++l)
+    if (!counts[l].empty()) current_[int64_t(l)] = initial.layer(int64_t(l), int64_t(counts[l].size()));
   RINFER_CHECK(!current_.empty(), "--rebalance-every: the model has no mixture-of-experts layers");
 }
 
@@ -37,7 +38,10 @@ int64_t changed_slots(const LayerPlacement& a, const LayerPlacement& b) {
 
 bool ExpertRebalancer::after_step(Model& model) {
   if (++steps_ % every_ != 0) return false;
-  const auto counts = model.expert_counts();
+  looks_.push_back(model.expert_counts());
+  if (int(looks_.size()) > kWindowLooks + 1) looks_.erase(looks_.begin());
+  const auto& counts = looks_.back();
+  const auto& oldest = looks_.front();
   const auto rank_tokens = model.expert_rank_tokens();
   ExpertPlan next;
   next.source = "rebalance";
@@ -46,7 +50,7 @@ bool ExpertRebalancer::after_step(Model& model) {
     const size_t l = size_t(layer);
     std::vector<double> window(counts[l].size());
     double total = 0;
-    for (size_t e = 0; e < window.size(); ++e) total += window[e] = double(counts[l][e] - last_counts_[l][e]);
+    for (size_t e = 0; e < window.size(); ++e) total += window[e] = double(counts[l][e] - oldest[l][e]);
     std::vector<double> served(rank_tokens[l].size());
     for (size_t r = 0; r < served.size(); ++r) served[r] = double(rank_tokens[l][r] - last_rank_tokens_[l][r]);
     window_balance_[layer] = balancedness(served);
@@ -55,13 +59,10 @@ bool ExpertRebalancer::after_step(Model& model) {
     o.ranks = ranks_;
     o.redundant = int(placed.rank_experts[0].size()) * ranks_ - int(window.size());
     LayerPlacement plan = plan_layer(window, o, layer);
-    // Move only for a plan that beats the placement in force on the loads
-    // it was planned from: an even window leaves the experts where they are.
-    if (balancedness(plan.rank_load) <= balancedness(rank_loads(placed, window)) + 1e-9) continue;
+    if (balancedness(plan.rank_load) < balancedness(rank_loads(placed, window)) + kMinGain) continue;
     moved_ += changed_slots(placed, plan);
     next.layers[layer] = plan;
   }
-  last_counts_ = counts;
   last_rank_tokens_ = rank_tokens;
   if (next.layers.empty()) return false;
   model.place_experts(next);

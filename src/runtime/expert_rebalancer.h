@@ -1,10 +1,13 @@
 #pragma once
 // ExpertRebalancer: online expert placement under expert parallelism. Every
-// `every` forward steps it takes each MoE layer's expert loads over the
-// steps since its last look (the window), plans that layer again with the
+// `every` forward steps it takes each MoE layer's expert loads over a moving
+// window (the last kWindowLooks periods), plans that layer again with the
 // same number of physical experts (plan_layer), and moves the layer to the
-// new plan when the plan would have carried the window more evenly than the
-// placement in force. Every rank runs one after each step and counts the
+// new plan when the plan would have carried the window clearly more evenly
+// than the placement in force (balancedness higher by kMinGain): a plan
+// fitted to a short window's noise would move experts back and forth, and
+// a move costs reading the gained experts. Every rank runs one after each
+// step and counts the
 // same tokens (routing is replicated), so every rank decides and moves alike
 // without a message; an expert a rank gains is read from its own copy of the
 // weights, one it loses is dropped. Outputs do not change: which rank
@@ -21,6 +24,8 @@ class Model;
 
 class ExpertRebalancer {
  public:
+  static constexpr int kWindowLooks = 4;
+  static constexpr double kMinGain = 0.02;
   // initial: the placement the model was loaded with; its layers' slot
   // counts are kept.
   ExpertRebalancer(const Model& model, const ExpertPlan& initial, int64_t every);
@@ -31,7 +36,7 @@ class ExpertRebalancer {
   int64_t rebalances() const { return rebalances_; }  // looks that moved at least one layer
   int64_t experts_moved() const { return moved_; }    // physical experts that changed rank, all layers
   // Per MoE layer (decoder layer index): the measured balancedness (mean /
-  // max (token, expert) pairs per rank) over the last window, under the
+  // max (token, expert) pairs per rank) over the last period, under the
   // placement then in force; empty before the first look.
   const std::map<int64_t, double>& window_balancedness() const { return window_balance_; }
   const LayerPlacement& placement(int64_t layer) const { return current_.at(layer); }
@@ -43,7 +48,8 @@ class ExpertRebalancer {
   int64_t moved_ = 0;
   int ranks_;
   std::map<int64_t, LayerPlacement> current_;
-  std::vector<std::vector<uint64_t>> last_counts_, last_rank_tokens_;
+  std::vector<std::vector<std::vector<uint64_t>>> looks_;  // expert counts at the last kWindowLooks + 1 looks
+  std::vector<std::vector<uint64_t>> last_rank_tokens_;
   std::map<int64_t, double> window_balance_;
 };
 

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "core/cpu_features.h"
+#include "kernels/cpu/latent_attention.h"
 #include "kernel_test_util.h"
 
 namespace rinfer::kernels::cpu::testing {
@@ -125,6 +126,21 @@ TEST(AddInplace, Exact) {
       IsaScope scope(isa);
       std::vector<float> y = y0;
       add_inplace(y.data(), x.data(), n);
+      ASSERT_EQ(y, ref) << isa_name(isa) << " n=" << n;
+    }
+  }
+}
+
+TEST(Axpy, Exact) {
+  std::mt19937 rng(5);
+  for (int64_t n : {1, 7, 8, 15, 16, 17, 512, 1000}) {
+    auto y0 = random_floats(rng, size_t(n)), x = random_floats(rng, size_t(n));
+    std::vector<float> ref = y0;
+    reference::axpy(ref.data(), 0.37f, x.data(), n);
+    for (KernelLevel isa : supported_isas()) {
+      IsaScope scope(isa);
+      std::vector<float> y = y0;
+      axpy(y.data(), 0.37f, x.data(), n);
       ASSERT_EQ(y, ref) << isa_name(isa) << " n=" << n;
     }
   }
@@ -451,6 +467,65 @@ TEST(StoreKv, MatchesScalarConversionBitForBit) {
       ASSERT_EQ(std::memcmp(vc.data(), want.data(), want.size()), 0) << isa_name(isa) << " " << dt_name(dt);
     }
   }
+}
+
+// Multi-head latent attention (DeepSeek MLA, absorbed): every ISA against
+// a float64 evaluation of the same cache rows, for caches whose blocks are
+// scattered and contexts that end inside a block. Bound: the scores' dot
+// products (576 terms) and the weighted sums, a few hundred u relative to
+// the magnitudes (|q|, |row| <= 1).
+TEST(LatentAttention, MatchesDoublePrecision) {
+  std::mt19937 rng(21);
+  const int L = 64, R = 16, D = L + R, bs = 16;
+  for (DType dt : {DType::F32, DType::BF16, DType::F16})
+    for (int n_heads : {1, 3, 16})
+      for (int64_t n_ctx : {1, 15, 16, 17, 70}) {
+        const int64_t n_blocks = (n_ctx + bs - 1) / bs + 2;
+        std::vector<uint8_t> cache(size_t(n_blocks * bs * D) * dtype_size(dt));
+        PagedKV kv;
+        kv.k = cache.data();
+        kv.dtype = dt;
+        kv.block_size = bs;
+        kv.n_kv_heads = 1;
+        kv.head_dim = D;
+        kv.n_blocks = n_blocks;
+        std::vector<int32_t> table;
+        for (int64_t b = 0; b < (n_ctx + bs - 1) / bs; ++b) table.push_back(int32_t(n_blocks - 1 - b));  // reversed
+        std::vector<std::vector<float>> rows;  // as stored (rounded to dt)
+        for (int64_t j = 0; j < n_ctx; ++j) {
+          auto r = random_floats(rng, size_t(D));
+          const int64_t slot = int64_t(table[size_t(j / bs)]) * bs + j % bs;
+          store_latent(kv, slot, r.data());
+          std::vector<float> back(static_cast<size_t>(D));
+          convert_to_f32(dt, cache.data() + size_t(slot * D) * dtype_size(dt), back.data(), size_t(D));
+          rows.push_back(back);
+        }
+        const auto q = random_floats(rng, size_t(n_heads * D));
+        const float scale = 0.125f;
+        std::vector<double> want(size_t(n_heads * L), 0.0);
+        for (int h = 0; h < n_heads; ++h) {
+          std::vector<double> sc(static_cast<size_t>(n_ctx));
+          double mx = -1e300, sum = 0;
+          for (int64_t j = 0; j < n_ctx; ++j) {
+            double d = 0;
+            for (int c = 0; c < D; ++c) d += double(q[size_t(h * D + c)]) * rows[size_t(j)][size_t(c)];
+            sc[size_t(j)] = d * scale;
+            mx = std::max(mx, sc[size_t(j)]);
+          }
+          for (auto& v : sc) sum += v = std::exp(v - mx);
+          for (int64_t j = 0; j < n_ctx; ++j)
+            for (int c = 0; c < L; ++c) want[size_t(h * L + c)] += sc[size_t(j)] / sum * rows[size_t(j)][size_t(c)];
+        }
+        for (KernelLevel isa : supported_isas()) {
+          IsaScope scope(isa);
+          std::vector<float> out(size_t(n_heads * L), -1.0f);
+          std::vector<float> scratch(size_t(latent_attention_scratch(n_heads, n_ctx, D, bs)));
+          latent_attention_heads(q.data(), n_heads, kv, table.data(), n_ctx, L, scale, out.data(), scratch.data());
+          for (size_t i = 0; i < out.size(); ++i)
+            ASSERT_NEAR(out[i], want[i], 512 * u) << isa_name(isa) << " " << dtype_name(dt) << " heads " << n_heads
+                                                  << " n_ctx " << n_ctx << " at " << i;
+        }
+      }
 }
 
 }  // namespace

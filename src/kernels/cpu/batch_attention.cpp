@@ -70,12 +70,20 @@ void batch_attention(ThreadPool& pool, const ops::TokenBatch& tb, const float* q
 void batch_latent_attention(ThreadPool& pool, const ops::TokenBatch& tb, const float* q, int64_t NH,
                             const PagedKV& kv, int latent_dim, float scale, float* out) {
   const int64_t ROW = kv.head_dim, max_ctx = tb.max_ctx;
-  pool.run(tb.n_tokens * NH, [&](int64_t task, int) {
-    thread_local std::vector<float> scores;  // the calling thread's, grow-only
-    if (int64_t(scores.size()) < max_ctx) scores.resize(size_t(max_ctx));
-    const int64_t tok = task / NH;
-    latent_attention_head(q + task * ROW, kv, tb.block_tables[tb.seq[tok]], tb.pos[tok] + 1, latent_dim, scale,
-                          out + task * latent_dim, scores.data());
+  // A task is a group of one token's heads (which share its cache rows):
+  // all of them when there are tokens enough for the threads, else the
+  // heads split so that every thread has some.
+  const int64_t groups =
+      tb.n_tokens >= pool.size() ? 1 : std::min<int64_t>(NH, (pool.size() + tb.n_tokens - 1) / tb.n_tokens);
+  const int64_t per = (NH + groups - 1) / groups;
+  pool.run(tb.n_tokens * groups, [&](int64_t task, int) {
+    const int64_t tok = task / groups, h0 = (task % groups) * per, n = std::min(per, NH - h0);
+    if (n <= 0) return;
+    thread_local std::vector<float> scratch;  // the calling thread's, grow-only
+    const int64_t need = latent_attention_scratch(int(n), max_ctx, int(ROW), kv.block_size);
+    if (int64_t(scratch.size()) < need) scratch.resize(size_t(need));
+    latent_attention_heads(q + (tok * NH + h0) * ROW, int(n), kv, tb.block_tables[tb.seq[tok]], tb.pos[tok] + 1,
+                           latent_dim, scale, out + (tok * NH + h0) * latent_dim, scratch.data());
   });
 }
 

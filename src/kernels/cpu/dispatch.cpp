@@ -196,12 +196,12 @@ const char* matmul_path(int64_t M, DType wdt) {
   return f16 ? "f16-fma-gemm" : "f32-fma-gemm";
 }
 
-void matmul(const float* x, int64_t M, int64_t K, int64_t ldx, const void* w, DType wdt, int64_t N,
-            const float* bias, float* y, int64_t ldy, ThreadPool& pool) {
-  RINFER_CHECK(wdt == DType::F32 || wdt == DType::F16 || wdt == DType::BF16,
-               "matmul: unsupported weight dtype ", dtype_name(wdt));
-  if (M <= 0 || N <= 0) return;
-  count_macs(M, N, K);
+namespace {
+
+// matmul, and whether BF16 weights may take x rounded to BF16 (the GEMM
+// setting) or must keep it in f32.
+void matmul_with(const float* x, int64_t M, int64_t K, int64_t ldx, const void* w, DType wdt, int64_t N,
+                 const float* bias, float* y, int64_t ldy, ThreadPool& pool, bool may_round_x) {
   if (K <= 0) {
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = 0; n < N; ++n) y[m * ldy + n] = bias ? bias[n] : 0.0f;
@@ -217,12 +217,31 @@ void matmul(const float* x, int64_t M, int64_t K, int64_t ldx, const void* w, DT
     return;
   }
   const detail::MatmulArgs a{x, M, K, ldx, w, wdt, N, bias, y, ldy,
-                            wdt == DType::BF16 && M > kGemvMaxRows && bf16_gemm_uses_dot()};
+                            may_round_x && wdt == DType::BF16 && M > kGemvMaxRows && bf16_gemm_uses_dot()};
   const detail::Runner r = runner_for(pool);
   if (isa == Isa::Avx512)
     avx512::matmul(a, r);
   else
     avx2::matmul(a, r);
+}
+
+}  // namespace
+
+void matmul(const float* x, int64_t M, int64_t K, int64_t ldx, const void* w, DType wdt, int64_t N,
+            const float* bias, float* y, int64_t ldy, ThreadPool& pool) {
+  RINFER_CHECK(wdt == DType::F32 || wdt == DType::F16 || wdt == DType::BF16,
+               "matmul: unsupported weight dtype ", dtype_name(wdt));
+  if (M <= 0 || N <= 0) return;
+  count_macs(M, N, K);
+  matmul_with(x, M, K, ldx, w, wdt, N, bias, y, ldy, pool, true);
+}
+
+void detail::matmul_f32_x(const float* x, int64_t M, int64_t K, int64_t ldx, const void* w, DType wdt, int64_t N,
+                          float* y, int64_t ldy) {
+  RINFER_ASSERT(wdt == DType::F32 || wdt == DType::F16 || wdt == DType::BF16);
+  if (M <= 0 || N <= 0) return;
+  thread_local ThreadPool alone(1);
+  matmul_with(x, M, K, ldx, w, wdt, N, nullptr, y, ldy, alone, false);
 }
 
 bool bf16_blockable(int64_t N, int64_t K) { return N > 0 && K > 0 && N % 8 == 0 && K % 32 == 0; }
@@ -349,6 +368,14 @@ void add_inplace(float* y, const float* x, int64_t n) {
     case Isa::Avx512: return avx512::add_inplace(y, x, n);
     case Isa::Avx2: return avx2::add_inplace(y, x, n);
     default: return reference::add_inplace(y, x, n);
+  }
+}
+
+void axpy(float* y, float a, const float* x, int64_t n) {
+  switch (active_isa()) {
+    case Isa::Avx512: return avx512::axpy(y, a, x, n);
+    case Isa::Avx2: return avx2::axpy(y, a, x, n);
+    default: return reference::axpy(y, a, x, n);
   }
 }
 

@@ -99,6 +99,13 @@ void add_inplace(float* y, const float* x, int64_t n) {
   for (; i < n; ++i) y[i] += x[i];
 }
 
+void axpy(float* y, float a, const float* x, int64_t n) {
+  const __m256 va = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) _mm_store_ss(y + i, _mm_fmadd_ss(_mm_set_ss(a), _mm_load_ss(x + i), _mm_load_ss(y + i)));
+}
+
 namespace {
 // The largest of x[0 .. n), softmax's shift (-inf for n = 0).
 float max_of(const float* x, int64_t n) {

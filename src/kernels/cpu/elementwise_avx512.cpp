@@ -87,6 +87,17 @@ void add_inplace(float* y, const float* x, int64_t n) {
   }
 }
 
+void axpy(float* y, float a, const float* x, int64_t n) {
+  const __m512 va = _mm512_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+  if (i < n) {
+    const __mmask16 m = tail_mask(n - i);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i)));
+  }
+}
+
 namespace {
 // The largest of x[0 .. n), softmax's shift (-inf for n = 0).
 float max_of(const float* x, int64_t n) {

@@ -23,6 +23,12 @@ struct Runner {
   void (*run)(void* pool, int64_t n_tasks, TaskFn fn, void* ctx) = nullptr;
 };
 
+// matmul (ops.h) on the calling thread alone, with x kept in f32 whatever
+// the BF16 GEMM setting, and not counted in matmul_macs: attention scores
+// against cache rows (the rows as the matrix), which are not a weight pass.
+void matmul_f32_x(const float* x, int64_t M, int64_t K, int64_t ldx, const void* w, DType wdt, int64_t N, float* y,
+                  int64_t ldy);
+
 // Grow-only, 64-byte aligned scratch owned by the calling thread, at least n
 // floats; slot selects one of a few independent buffers. Never freed until the
 // thread exits, so hot paths allocate only the first time a size is seen.
@@ -74,6 +80,7 @@ void dequantize_rows(const QuantizedWeight& w, float* out);
                         RopeStyle style);                                                           \
   void silu_mul(const float* gate, const float* up, float* out, int64_t n);                         \
   void add_inplace(float* y, const float* x, int64_t n);                                            \
+  void axpy(float* y, float a, const float* x, int64_t n);                                          \
   void softmax(float* x, int64_t n);                                                                \
   int64_t argmax(const float* x, int64_t n);                                                        \
   void softmax_tempered(const float* logits, int64_t n, float temperature, float* probs);         \

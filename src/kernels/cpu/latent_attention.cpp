@@ -1,41 +1,53 @@
-// Scalar implementation (the compiler vectorizes the inner loops for the
-// baseline ISA); a SIMD variant belongs next to the other attention kernels.
+// Built on the dispatched kernels (matmul for the scores, axpy for the
+// weighted sum), so it runs at the active ISA's width.
 #include "kernels/cpu/latent_attention.h"
 
-#include <vector>
+#include <algorithm>
 
 #include "core/error.h"
+#include "kernels/cpu/impl.h"
 
 namespace rinfer::kernels::cpu {
 
-namespace {
-// Convert one cache row to f32 (rows are short: a few hundred values).
-void load_row(const PagedKV& kv, int64_t slot, float* dst) {
-  const size_t esz = dtype_size(kv.dtype);
-  convert_to_f32(kv.dtype, static_cast<const uint8_t*>(kv.k) + size_t(slot) * size_t(kv.head_dim) * esz, dst,
-                 size_t(kv.head_dim));
-}
-}  // namespace
-
-void latent_attention_head(const float* q, const PagedKV& kv, const int32_t* block_table, int64_t n_ctx,
-                           int latent_dim, float scale, float* out, float* scratch) {
+void latent_attention_heads(const float* q, int n_heads, const PagedKV& kv, const int32_t* block_table,
+                            int64_t n_ctx, int latent_dim, float scale, float* out, float* scratch) {
   const int D = kv.head_dim;
-  thread_local std::vector<float> row;
-  row.resize(size_t(D));
-  for (int64_t j = 0; j < n_ctx; ++j) {
-    const int64_t slot = int64_t(block_table[j / kv.block_size]) * kv.block_size + j % kv.block_size;
-    load_row(kv, slot, row.data());
-    float dot = 0;
-    for (int d = 0; d < D; ++d) dot += q[d] * row[size_t(d)];
-    scratch[j] = dot * scale;
+  const int64_t bs = kv.block_size;
+  const size_t esz = dtype_size(kv.dtype);
+  float* scores = scratch;  // [n_heads][n_ctx]
+  float* rows = scratch + int64_t(n_heads) * n_ctx;  // one cache block in f32
+  auto block = [&](int64_t j0) {
+    return static_cast<const uint8_t*>(kv.k) + size_t(block_table[j0 / bs]) * size_t(bs * D) * esz;
+  };
+  // Scores a block at a time: the block's rows are a small matrix, so the
+  // matmul kernels do the products (every head against every row) in SIMD.
+  const bool as_matrix = kv.dtype == DType::F32 || kv.dtype == DType::BF16 || kv.dtype == DType::F16;
+  for (int64_t j0 = 0; j0 < n_ctx; j0 += bs) {
+    const int64_t nb = std::min(bs, n_ctx - j0);
+    if (as_matrix) {
+      detail::matmul_f32_x(q, n_heads, D, D, block(j0), kv.dtype, nb, scores + j0, n_ctx);
+      continue;
+    }
+    convert_to_f32(kv.dtype, block(j0), rows, size_t(nb * D));
+    for (int h = 0; h < n_heads; ++h)
+      for (int64_t i = 0; i < nb; ++i) {
+        float dot = 0;
+        for (int d = 0; d < D; ++d) dot += q[h * D + d] * rows[i * D + d];
+        scores[h * n_ctx + j0 + i] = dot;
+      }
   }
-  softmax(scratch, n_ctx);
-  for (int d = 0; d < latent_dim; ++d) out[d] = 0;
-  for (int64_t j = 0; j < n_ctx; ++j) {
-    const int64_t slot = int64_t(block_table[j / kv.block_size]) * kv.block_size + j % kv.block_size;
-    load_row(kv, slot, row.data());
-    const float p = scratch[j];
-    for (int d = 0; d < latent_dim; ++d) out[d] += p * row[size_t(d)];
+  for (int h = 0; h < n_heads; ++h) {
+    float* sc = scores + h * n_ctx;
+    for (int64_t j = 0; j < n_ctx; ++j) sc[j] *= scale;
+    softmax(sc, n_ctx);
+  }
+  for (int64_t i = 0; i < int64_t(n_heads) * latent_dim; ++i) out[i] = 0;
+  for (int64_t j0 = 0; j0 < n_ctx; j0 += bs) {
+    const int64_t nb = std::min(bs, n_ctx - j0);
+    convert_to_f32(kv.dtype, block(j0), rows, size_t(nb * D));
+    for (int h = 0; h < n_heads; ++h)
+      for (int64_t i = 0; i < nb; ++i) axpy(out + int64_t(h) * latent_dim, scores[h * n_ctx + j0 + i], rows + i * D,
+                                           latent_dim);
   }
 }
 

@@ -114,6 +114,9 @@ void rope_with_angles(float* x, int n_heads, int head_dim, int rot_dim, const fl
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 // y[i] += x[i]
 void add_inplace(float* y, const float* x, int64_t n);
+// y[i] = fma(a, x[i], y[i]), one rounding (each element on its own, so every
+// ISA gives the same bits).
+void axpy(float* y, float a, const float* x, int64_t n);
 // x = softmax(x), numerically stable, in place.
 void softmax(float* x, int64_t n);
 // probs = softmax((logits - max) / temperature) (temperature > 0; the same
@@ -316,6 +319,7 @@ void rope_angles(int64_t pos, const float* inv_freq, int rot_dim, float mscale, 
 void rope_with_angles(float* x, int n_heads, int head_dim, int rot_dim, const float* cs, RopeStyle style);
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 void add_inplace(float* y, const float* x, int64_t n);
+void axpy(float* y, float a, const float* x, int64_t n);
 void softmax(float* x, int64_t n);
 void softmax_tempered(const float* logits, int64_t n, float temperature, float* probs);
 int64_t argmax(const float* x, int64_t n);
