@@ -178,15 +178,16 @@ std::unique_ptr<Session> open_session(const std::string& model_path, const Runti
   LoadOptions lo;
   int threads = o.threads;
   const int ranks = o.tp * o.pp * o.ep;
-  RINFER_CHECK(o.ep == 1 || o.pp == 1, "--ep with --pp is not built yet: give --ep alone or with --tp");
   RINFER_CHECK(o.expert_placement.empty() || o.ep > 1, "--expert-placement needs --ep");
   RINFER_CHECK(o.redundant_experts == 0 || o.ep > 1, "--redundant-experts needs --ep");
   RINFER_CHECK(o.redundant_experts == 0 || o.expert_placement.empty(),
                "--redundant-experts with --expert-placement: the placement file already says how many replicas");
   RINFER_CHECK(o.rebalance_every == 0 || o.ep > 1, "--rebalance-every needs --ep");
   if (ranks > 1 || mpi::env_world_size() > 1) {
-    const std::string layout = o.ep > 1    ? (o.tp > 1 ? str("--tp ", o.tp, " --ep ", o.ep, " (", ranks, " ranks)")
-                                                       : str("--ep ", o.ep))
+    const std::string layout = o.ep > 1    ? (o.tp * o.pp > 1 ? str(o.tp > 1 ? str("--tp ", o.tp, " ") : "",
+                                                                    o.pp > 1 ? str("--pp ", o.pp, " ") : "", "--ep ",
+                                                                    o.ep, " (", ranks, " ranks)")
+                                                              : str("--ep ", o.ep))
                                : o.pp == 1 ? str("--tp ", o.tp)
                                : o.tp == 1 ? str("--pp ", o.pp)
                                            : str("--tp ", o.tp, " --pp ", o.pp, " (", ranks, " ranks)");
@@ -202,11 +203,13 @@ std::unique_ptr<Session> open_session(const std::string& model_path, const Runti
     par.on_hang = end_hung_job;
     // A stage's tensor-parallel ranks reduce among themselves only; the
     // expert-parallel ranks reduce their MoE layers' sums.
-    if (o.ep > 1 && o.tp > 1) {
-      // Ranks with the same expert-parallel rank split attention and their
-      // experts' width; ranks with the same width part hold different experts.
-      s->stage_comm = mpi::split(par.layout.ep_rank(), par.layout.tp_rank());
-      s->expert_comm = mpi::split(par.layout.tp_rank(), par.layout.ep_rank());
+    if (o.ep > 1 && o.tp * o.pp > 1) {
+      // Within a stage, ranks with the same expert-parallel rank split
+      // attention and their experts' width; ranks with the same width part
+      // hold different experts.
+      const ParallelLayout& L = par.layout;
+      s->stage_comm = mpi::split(L.stage() * o.ep + L.ep_rank(), L.tp_rank());
+      s->expert_comm = mpi::split(L.stage() * o.tp + L.tp_rank(), L.ep_rank());
       par.tensor = s->stage_comm.get();
       par.experts = s->expert_comm.get();
     } else if (o.ep > 1) {
@@ -289,7 +292,7 @@ void write_expert_stats_file(const std::string& path, const Session& s,
 
 std::string parallel_summary(const RuntimeOptions& o) {
   if (o.ep > 1)
-    return str(o.tp > 1 ? str(", tp ", o.tp, " x ep ", o.ep, " ranks") : str(", ep ", o.ep, " ranks"),
+    return str(o.tp * o.pp > 1 ? str(", tp ", o.tp, " x pp ", o.pp, " x ep ", o.ep, " ranks") : str(", ep ", o.ep, " ranks"),
                !o.expert_placement.empty() ? ", planned placement"
                : o.redundant_experts > 0   ? str(", ", o.redundant_experts, " redundant experts")
                                            : "",

@@ -27,27 +27,32 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts, ThreadP
   Shard shard = opts.shard;
   TensorFilter wanted, keep_mapped;
   auto plan_stage = [&](const ModelConfig& c, const std::vector<double>& layer_bytes, double head_bytes) {
-    // Expert parallelism: the rank's experts only.
-    if (shard.ep_world > 1) {
-      wanted = [c, shard](const std::string& name) { return stage_wants_tensor(c, shard, name); };
-      if (opts.movable_experts) {
-        Shard every_expert = shard;
-        every_expert.experts = nullptr;
-        keep_mapped = [wanted](const std::string& name) { return !wanted(name); };
-        wanted = [c, every_expert](const std::string& name) { return stage_wants_tensor(c, every_expert, name); };
-      }
+    if (shard.stages == 1 && shard.ep_world == 1) return;  // the whole model
+    if (shard.stages > 1) {
+      RINFER_CHECK(shard.stage >= 0 && shard.stage < shard.stages, "pipeline stage ", shard.stage, " of ",
+                   shard.stages);
+      shard.layers = layer_bytes.empty()
+                         ? split_layers(find_architecture(c.architecture), c, shard.stages)[size_t(shard.stage)]
+                         : split_layers(layer_bytes, 0.0, head_bytes, shard.stages)[size_t(shard.stage)];
     }
-    if (shard.stages == 1) return;
-    RINFER_CHECK(shard.stage >= 0 && shard.stage < shard.stages, "pipeline stage ", shard.stage, " of ",
-                 shard.stages);
-    shard.layers = layer_bytes.empty()
-                       ? split_layers(find_architecture(c.architecture), c, shard.stages)[size_t(shard.stage)]
-                       : split_layers(layer_bytes, 0.0, head_bytes, shard.stages)[size_t(shard.stage)];
+    // The stage's layers and ends; with expert parallelism the rank's
+    // experts only (or, when rebalancing may move them, every expert, those
+    // not placed here left mapped and unread).
     wanted = [c, shard](const std::string& name) { return stage_wants_tensor(c, shard, name); };
+    TensorFilter not_placed_here;
+    if (shard.ep_world > 1 && opts.movable_experts) {
+      Shard every_expert = shard;
+      every_expert.experts = nullptr;
+      not_placed_here = [placed = wanted](const std::string& name) { return !placed(name); };
+      wanted = [c, every_expert](const std::string& name) { return stage_wants_tensor(c, every_expert, name); };
+    }
     // The first stage only looks rows of the token embeddings up: mapped,
     // the rows never read stay out of its memory.
-    if (!shard.last_stage())
-      keep_mapped = [](const std::string& name) { return name == "model.embed_tokens.weight"; };
+    const bool map_embeddings = shard.stages > 1 && !shard.last_stage();
+    if (map_embeddings || not_placed_here)
+      keep_mapped = [map_embeddings, not_placed_here](const std::string& name) {
+        return (map_embeddings && name == "model.embed_tokens.weight") || (not_placed_here && not_placed_here(name));
+      };
   };
   if (is_model_dir(path)) {
     RINFER_CHECK(!opts.dtype.has_value() && !opts.quant.has_value() && !opts.lm_head_quant.has_value(),

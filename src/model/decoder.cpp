@@ -38,10 +38,11 @@ uint64_t Decoder::weight_bytes_per_token() const {
 }
 
 // One row per layer of what `of` says of its MoE block (an empty row for a
-// dense layer); empty when no layer says anything.
+// dense layer or one of another pipeline stage, so that row l is layer l);
+// empty when no layer says anything.
 template <typename Of>
 std::vector<std::vector<uint64_t>> Decoder::per_moe_layer(Of of) const {
-  std::vector<std::vector<uint64_t>> rows;
+  std::vector<std::vector<uint64_t>> rows(static_cast<size_t>(shard_.stage_layers(cfg_.n_layers).begin));
   bool any = false;
   for (const auto& L : layers_) {
     const auto* moe = dynamic_cast<const MoeFeedForward*>(L.ffn.get());

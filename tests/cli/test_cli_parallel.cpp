@@ -154,14 +154,23 @@ TEST(CliParallel, MoeFamiliesValidateExpertParallel) {
   }
 }
 
-// Tensor parallelism inside expert parallelism: 2 x 2 ranks, each holding
-// half the experts, each of those split over its width.
-TEST(CliParallel, MoeFamiliesValidateExpertAndTensorParallel) {
+// Expert parallelism combined: with tensor parallelism (2 x 2 ranks, each
+// holding half the experts, each of those split over its width), in two
+// pipeline stages (each stage's ranks holding their experts of its
+// layers), and all three (8 ranks).
+TEST(CliParallel, MoeFamiliesValidateExpertParallelCombined) {
   for (const char* family : {"mixtral", "qwen2_moe", "deepseek_v2_lite", "deepseek_v3_grouped"}) {
     SCOPED_TRACE(family);
-    const CmdResult r = run_mpi(4, "validate --golden " + golden_dir(family) + " --tp 2 --ep 2");
-    EXPECT_EQ(r.code, 0) << r.out << r.err;
-    EXPECT_NE(r.out.find("PASS"), std::string::npos) << r.out;
+    for (const auto& [ranks, layout] : {std::pair{4, "--tp 2 --ep 2"}, {4, "--pp 2 --ep 2"}}) {
+      const CmdResult r = run_mpi(ranks, "validate --golden " + golden_dir(family) + " " + layout);
+      EXPECT_EQ(r.code, 0) << layout << "\n" << r.out << r.err;
+      EXPECT_NE(r.out.find("PASS"), std::string::npos) << layout << "\n" << r.out;
+    }
+  }
+  for (const char* family : {"qwen2_moe", "deepseek_v2_lite"}) {
+    const CmdResult r = run_mpi(8, "validate --golden " + golden_dir(family) + " --tp 2 --pp 2 --ep 2", 240);
+    EXPECT_EQ(r.code, 0) << family << "\n" << r.out << r.err;
+    EXPECT_NE(r.out.find("PASS"), std::string::npos) << family << "\n" << r.out;
   }
 }
 
@@ -183,8 +192,10 @@ TEST(CliParallel, OnlineRebalancingChangesNoOutput) {
     ASSERT_EQ(single.code, 0) << single.err;
     for (const std::string& layout : {std::string("--ep 2 --rebalance-every 2"),
                                       std::string("--ep 2 --redundant-experts 2 --rebalance-every 2"),
-                                      std::string("--tp 2 --ep 2 --redundant-experts 2 --rebalance-every 3")}) {
-      r = run_mpi(layout.find("--tp") != std::string::npos ? 4 : 2, run + " " + layout);
+                                      std::string("--tp 2 --ep 2 --redundant-experts 2 --rebalance-every 3"),
+                                      std::string("--pp 2 --ep 2 --redundant-experts 2 --rebalance-every 2")}) {
+      r = run_mpi(layout.find("--tp") != std::string::npos || layout.find("--pp") != std::string::npos ? 4 : 2,
+                  run + " " + layout);
       ASSERT_EQ(r.code, 0) << layout << "\n" << r.err;
       const json j = json::parse(r.out);
       EXPECT_EQ(ids_of(j, "output_ids"), ids_of(json::parse(single.out), "output_ids")) << layout;
@@ -196,28 +207,36 @@ TEST(CliParallel, OnlineRebalancingChangesNoOutput) {
 }
 
 // A placement planned from measured loads, with replicas of the hottest
-// experts (a token goes to the least-loaded replica): the same tokens.
+// experts (a token goes to the least-loaded replica), on 2 and 4 ranks:
+// validate passes and the greedy tokens are the single process's.
 TEST(CliParallel, PlannedPlacementWithReplicasKeepsTheTokens) {
   TempDir tmp;
-  for (const char* family : {"mixtral", "qwen2_moe", "deepseek_v3_grouped", "deepseek_v2_lite"}) {
+  for (const char* family : kMoeFamilies) {
     SCOPED_TRACE(family);
-    const std::string stats = tmp / (std::string(family) + ".stats"), plan = tmp / (std::string(family) + ".plan");
+    const std::string stats = tmp / (std::string(family) + ".stats");
     const std::string run = "run --model " + golden_dir(family) + "/hf --prompt-ids 1,5,6,7,8,9 --max-new-tokens 12 " +
                             "--temperature 0 --ignore-eos --json";
     const CmdResult one = run_rinfer(run + " --expert-stats " + stats);
     ASSERT_EQ(one.code, 0) << one.err;
-    ASSERT_EQ(run_rinfer("plan-experts --stats " + stats + " --ranks 2 --redundant 2 --out " + plan).code, 0);
-    const json p = read_json(plan);
-    int replicated = 0;
-    for (const auto& l : p["layers"])
-      for (int n : l["replicas"]) replicated += n > 1;
-    EXPECT_GT(replicated, 0) << "no expert has a replica";
-    CmdResult r = run_mpi(2, "validate --golden " + golden_dir(family) + " --ep 2 --expert-placement " + plan);
-    EXPECT_EQ(r.code, 0) << r.out << r.err;
-    EXPECT_NE(r.out.find("PASS"), std::string::npos) << r.out;
-    r = run_mpi(2, run + " --ep 2 --expert-placement " + plan);
-    ASSERT_EQ(r.code, 0) << r.err;
-    EXPECT_EQ(ids_of(json::parse(r.out), "output_ids"), ids_of(json::parse(one.out), "output_ids"));
+    for (int ranks : {2, 4}) {
+      const std::string plan = tmp / (std::string(family) + std::to_string(ranks) + ".plan");
+      ASSERT_EQ(run_rinfer("plan-experts --stats " + stats + " --ranks " + std::to_string(ranks) + " --redundant " +
+                           std::to_string(ranks) + " --out " + plan)
+                    .code,
+                0);
+      const json p = read_json(plan);
+      int replicated = 0;
+      for (const auto& l : p["layers"])
+        for (int n : l["replicas"]) replicated += n > 1;
+      EXPECT_GT(replicated, 0) << "no expert has a replica";
+      const std::string ep = " --ep " + std::to_string(ranks) + " --expert-placement " + plan;
+      CmdResult r = run_mpi(ranks, "validate --golden " + golden_dir(family) + ep);
+      EXPECT_EQ(r.code, 0) << ranks << " ranks\n" << r.out << r.err;
+      EXPECT_NE(r.out.find("PASS"), std::string::npos) << r.out;
+      r = run_mpi(ranks, run + ep);
+      ASSERT_EQ(r.code, 0) << r.err;
+      EXPECT_EQ(ids_of(json::parse(r.out), "output_ids"), ids_of(json::parse(one.out), "output_ids")) << ranks;
+    }
   }
 }
 
@@ -277,8 +296,8 @@ TEST(CliParallel, ExpertPlacementsThatDoNotFitAreOneLineErrors) {
   // A dense model, and --ep with --tp.
   r = run_mpi(2, "run --model " + stories_hf() + " --prompt-ids 1,5 --max-new-tokens 2 --ep 2", 60);
   EXPECT_NE(r.err.find("--ep: LlamaForCausalLM has no mixture-of-experts layers"), std::string::npos) << r.err;
-  r = run_mpi(4, "run" + mixtral + " --ep 2 --pp 2", 60);
-  EXPECT_NE(r.err.find("--ep with --pp is not built yet"), std::string::npos) << r.err;
+  r = run_mpi(2, "run" + mixtral + " --ep 2 --pp 2", 60);
+  EXPECT_NE(r.err.find("--pp 2 --ep 2 (4 ranks) but mpirun started 2 ranks"), std::string::npos) << r.err;
   expect_error(run_rinfer("run" + mixtral + " --expert-placement " + plan8), "--expert-placement needs --ep",
                "a placement without --ep");
   expect_error(run_rinfer("run" + mixtral + " --redundant-experts 2"), "--redundant-experts needs --ep",
