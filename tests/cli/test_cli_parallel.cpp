@@ -96,6 +96,13 @@ TEST(CliParallel, SynthesizedFamiliesGreedyMatchesOneProcess) {
       ASSERT_EQ(r.code, 0) << layout << "\n" << r.err;
       EXPECT_EQ(ids_of(json::parse(r.out), "output_ids"), ids_of(one, "output_ids")) << layout;
     }
+    if (std::string(preset) != "qwen3-moe-tiny") continue;
+    // Qwen3-MoE (no golden folder) under expert parallelism too.
+    for (const char* layout : {"--ep 2", "--ep 2 --redundant-experts 2 --rebalance-every 2"}) {
+      const CmdResult r = run_mpi(2, args + " " + layout);
+      ASSERT_EQ(r.code, 0) << layout << "\n" << r.err;
+      EXPECT_EQ(ids_of(json::parse(r.out), "output_ids"), ids_of(one, "output_ids")) << layout;
+    }
   }
 }
 
