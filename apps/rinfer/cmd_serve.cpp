@@ -2,8 +2,11 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <thread>
 
 #include <filesystem>
@@ -83,8 +86,8 @@ Runner add_serve(CLI::App& app) {
   cmd->add_option("--max-tokens-limit", o->max_tokens, "Largest max_tokens a request may ask (default: max-model-len)")
       ->check(integer_in(0));
   cmd->add_option("--expert-stats", o->expert_stats,
-                  "MoE models: on shutdown, write the tokens routed to each expert of each layer while serving "
-                  "(the input of rinfer plan-experts)");
+                  "MoE models: write the tokens routed to each expert of each layer while serving (the input of "
+                  "rinfer plan-experts), every 10 s and on shutdown");
   cmd->add_option("--max-body-bytes", o->max_body_bytes, "Largest request body")->check(integer_in(1024));
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Do not share KV blocks of identical prompt prefixes");
   add_runtime_options(cmd, o->rt);
@@ -173,11 +176,29 @@ Runner add_serve(CLI::App& app) {
       sigwait(&sigs, &sig);
       http.stop();
     });
+    // --expert-stats: written every 10 s while serving too, so that a job
+    // ended from outside (Ctrl-C on mpirun kills the ranks) keeps its loads.
+    std::mutex stats_mu;
+    std::condition_variable stats_cv;
+    bool stopping = false;
+    std::thread stats_writer;
+    if (!o->expert_stats.empty())
+      stats_writer = std::thread([&] {
+        std::unique_lock<std::mutex> lk(stats_mu);
+        while (!stats_cv.wait_for(lk, std::chrono::seconds(10), [&] { return stopping; }))
+          write_expert_stats_file(o->expert_stats, *s, engine.stats().expert_counts);
+      });
     http.serve();
     http.stop();
     pthread_kill(waiter.native_handle(), SIGTERM);  // wakes the waiter if serve() ended another way
     waiter.join();
-    if (!o->expert_stats.empty()) {
+    if (stats_writer.joinable()) {
+      {
+        std::lock_guard<std::mutex> lk(stats_mu);
+        stopping = true;
+      }
+      stats_cv.notify_all();
+      stats_writer.join();
       write_expert_stats_file(o->expert_stats, *s, engine.stats().expert_counts);
       std::fprintf(stderr, "rinfer serve: expert loads written to %s\n", o->expert_stats.c_str());
     }

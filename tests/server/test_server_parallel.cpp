@@ -29,9 +29,10 @@ using clock = std::chrono::steady_clock;
 // thread (bounded by timeout) so that its exit code and output are known.
 class MpiServer {
  public:
-  MpiServer(int ranks, const std::string& args) : port_(20000 + int((getpid() * 7 + counter_++ * 131) % 20000)) {
+  MpiServer(int ranks, const std::string& args, const std::string& model = stories_dir())
+      : port_(20000 + int((getpid() * 7 + counter_++ * 131) % 20000)) {
     const std::string cmd = "timeout 180 mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(ranks) +
-                            " " + RINFER_BIN + " serve --model " + quote(stories_dir()) + " " + args +
+                            " " + RINFER_BIN + " serve --model " + quote(model) + " " + args +
                             " --port " + std::to_string(port_);
     done_ = std::async(std::launch::async, [this, cmd] {
       exit_code_ = sh(cmd, output_);
@@ -96,12 +97,12 @@ class MpiServer {
 };
 
 // What `rinfer run` generates greedily for each prompt: [{prompt, ids}].
-json expected_cases(int n, int max_tokens) {
+json expected_cases(int n, int max_tokens, const std::string& model = stories_dir()) {
   json cases = json::array();
   for (int i = 0; i < n; ++i) {
     const std::string prompt = i % 2 ? "Once upon a time, there was a little " + std::string(i % 4 ? "dog" : "cat")
                                      : "The sun was " + std::to_string(i) + " and Lily";
-    auto run = run_rinfer("run --model " + quote(stories_dir()) + " --prompt " + quote(prompt) +
+    auto run = run_rinfer("run --model " + quote(model) + " --prompt " + quote(prompt) +
                           " --max-new-tokens " + std::to_string(max_tokens) + " --temperature 0 --json");
     EXPECT_EQ(run.code, 0) << run.err;
     const json j = json::parse(run.out);
@@ -150,6 +151,48 @@ TEST_P(ServeSplit, SixteenConcurrentGreedyStreamsMatchRinferRun) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, ServeSplit, ::testing::Values("--tp 2", "--pp 2 --micro-batches 2"));
+
+// A MoE model served over two expert-parallel ranks that move experts
+// every 4 steps: 16 concurrent greedy streams get what `rinfer run`
+// generates, /metrics shows the moves, and --expert-stats is written on
+// shutdown.
+TEST(ServerParallel, ExpertParallelWithRebalancingServesWhatOneProcessGenerates) {
+  std::string why;
+  const std::string npm_dir = openai_npm_dir(why);
+  ASSERT_FALSE(npm_dir.empty()) << why;
+  const std::string model = testdata("golden/mixtral/hf").string();
+  const json cases = expected_cases(16, 16, model);
+  const fs::path stats = fs::temp_directory_path() / ("rinfer-ep-stats-" + std::to_string(getpid()) + ".json");
+  MpiServer server(2, "--ep 2 --rebalance-every 4 --expert-stats " + quote(stats.string()), model);
+  ASSERT_TRUE(server.wait_up()) << server.output();
+  std::string out;
+  const int rc = sh("OPENAI_NPM_DIR=" + quote(npm_dir) + " RINFER_URL=" + quote(server.url()) + " CASES=" +
+                        quote(cases.dump()) + " timeout 120 node " +
+                        quote(std::string(RINFER_SOURCE_DIR) + "/tests/server/openai_concurrent.mjs"),
+                    out);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("all checks passed"), std::string::npos) << out;
+  const std::string m = server.metrics();
+  const auto at = m.find("\nrinfer_expert_moves_total ");
+  ASSERT_NE(at, std::string::npos) << m;
+  EXPECT_GT(std::stod(m.substr(at + 27)), 0.0) << m;
+  EXPECT_NE(m.find("rinfer_expert_window_balancedness{layer=\"1\"}"), std::string::npos) << m;
+  // SIGINT to rank 0 stops the job the graceful way: the loads are written.
+  const pid_t rank0 = server.rank_pid(0);
+  ASSERT_GT(rank0, 0);
+  ASSERT_EQ(kill(rank0, SIGINT), 0);
+  ASSERT_TRUE(server.exited(20)) << "mpirun still running 20 s after SIGINT to rank 0";
+  EXPECT_EQ(server.exit_code(), 0) << server.output();
+  std::ifstream f(stats);
+  ASSERT_TRUE(f.good()) << "no " << stats << "\n" << server.output();
+  const json j = json::parse(f);
+  ASSERT_EQ(j["layers"].size(), 2u);
+  uint64_t routed = 0;
+  for (const auto& l : j["layers"])
+    for (uint64_t c : l["counts"]) routed += c;
+  EXPECT_GT(routed, 0u);
+  fs::remove(stats);
+}
 
 // Keeps the server generating (long greedy completions, four at a time)
 // until the job ends.
