@@ -65,7 +65,9 @@ Runner add_run(CLI::App& app) {
       prompt = parse_ids(o->prompt_ids);
       RINFER_CHECK(!prompt.empty(), "--prompt-ids: no token ids given");
     }
+    o->rt.expert_stats = !o->expert_stats.empty();
     auto s = open_session(o->model, o->rt, /*need_tokenizer=*/true);
+    check_weights_finite(*s, /*fatal=*/false);
     const auto& cfg = s->lm.config;
     if (use_text && o->chat) {
       // As apply_chat_template(tokenize=True): the template writes the

@@ -129,6 +129,7 @@ Runner add_serve(CLI::App& app) {
         RINFER_CHECK(tokens >= rt.block_size, "--kv-cache-memory ", o->kv_cache_memory, " holds less than one block");
         return tokens / rt.block_size * rt.block_size;
       };
+    o->rt.expert_stats = !o->expert_stats.empty();
     auto s = open_session(o->model, rt, /*need_tokenizer=*/true, size_kv);
     const auto& cfg = s->lm.config;
     const int64_t model_len = model_len_of(cfg);
@@ -178,27 +179,42 @@ Runner add_serve(CLI::App& app) {
     });
     // --expert-stats: written every 10 s while serving too, so that a job
     // ended from outside (Ctrl-C on mpirun kills the ranks) keeps its loads.
-    std::mutex stats_mu;
-    std::condition_variable stats_cv;
-    bool stopping = false;
-    std::thread stats_writer;
-    if (!o->expert_stats.empty())
-      stats_writer = std::thread([&] {
-        std::unique_lock<std::mutex> lk(stats_mu);
-        while (!stats_cv.wait_for(lk, std::chrono::seconds(10), [&] { return stopping; }))
-          write_expert_stats_file(o->expert_stats, *s, engine.stats().expert_counts);
+    struct PeriodicStats {
+      std::mutex mu;
+      std::condition_variable cv;
+      bool stopping = false;
+      std::thread thread;
+      void stop() {
+        if (!thread.joinable()) return;
+        {
+          std::lock_guard<std::mutex> lk(mu);
+          stopping = true;
+        }
+        cv.notify_all();
+        thread.join();
+      }
+      ~PeriodicStats() { stop(); }
+    } stats_writer;
+    if (!o->expert_stats.empty()) {
+      // Once now: a path that cannot be written is an error before serving.
+      write_expert_stats_file(o->expert_stats, *s, engine.stats().expert_counts);
+      stats_writer.thread = std::thread([&] {
+        std::unique_lock<std::mutex> lk(stats_writer.mu);
+        while (!stats_writer.cv.wait_for(lk, std::chrono::seconds(10), [&] { return stats_writer.stopping; })) {
+          try {
+            write_expert_stats_file(o->expert_stats, *s, engine.stats().expert_counts);
+          } catch (const std::exception& e) {
+            std::fprintf(stderr, "rinfer serve: warning: %s\n", e.what());
+          }
+        }
       });
+    }
     http.serve();
     http.stop();
     pthread_kill(waiter.native_handle(), SIGTERM);  // wakes the waiter if serve() ended another way
     waiter.join();
-    if (stats_writer.joinable()) {
-      {
-        std::lock_guard<std::mutex> lk(stats_mu);
-        stopping = true;
-      }
-      stats_cv.notify_all();
-      stats_writer.join();
+    if (!o->expert_stats.empty()) {
+      stats_writer.stop();
       write_expert_stats_file(o->expert_stats, *s, engine.stats().expert_counts);
       std::fprintf(stderr, "rinfer serve: expert loads written to %s\n", o->expert_stats.c_str());
     }

@@ -119,6 +119,7 @@ Runner add_validate(CLI::App& app) {
     const auto manifest = read_json_file((golden / "manifest.json").string());
     const std::string model = o->model.empty() ? (golden / manifest.value("checkpoint_dir", "hf")).string() : o->model;
     auto s = open_session(model, o->rt, false);
+    check_weights_finite(*s, /*fatal=*/true);
     const int64_t V = s->lm.config.vocab_size;
     RINFER_CHECK(manifest.at("n_vocab").get<int64_t>() == V, "golden n_vocab ", manifest.at("n_vocab"),
                  " differs from the model's vocab_size ", V);

@@ -1,5 +1,6 @@
 #include "common.h"
 
+#include <cfloat>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -38,7 +39,11 @@ CLI::Validator number_in(double min, double max, bool min_exclusive) {
         const double v = s.empty() ? NAN : std::strtod(s.c_str(), &end);
         const bool ok = !s.empty() && end == s.c_str() + s.size() && std::isfinite(v) &&
                         (min_exclusive ? v > min : v >= min) && v <= max;
-        return ok ? "" : str("must be a number ", range, ", got \"", s, "\"");
+        if (!ok) return str("must be a number ", range, ", got \"", s, "\"");
+        // The options are floats or doubles; none is meant to be this large,
+        // and a float would hold it as inf.
+        if (std::fabs(v) > double(FLT_MAX)) return str("must be at most ", double(FLT_MAX), ", got \"", s, "\"");
+        return "";
       },
       range);
 }
@@ -87,8 +92,9 @@ void add_runtime_options(CLI::App* cmd, RuntimeOptions& o) {
                   "over all ranks; default 0")
       ->check(integer_in(0, 1 << 20));
   cmd->add_option("--rebalance-every", o.rebalance_every,
-                  "With --ep: every this many forward steps, plan each MoE layer's experts again from the loads of "
-                  "those steps and move the experts that change rank (outputs do not change); 0: never (default)")
+                  "With --ep: every this many forward steps, plan each MoE layer's experts again from recent loads "
+                  "and move the experts that change rank (without replicas the outputs do not change); 0: never "
+                  "(default)")
       ->check(integer_in(0));
   cmd->add_option("--step-timeout", o.step_timeout_s,
                   "Under mpirun: end every rank when one forward step takes longer than this many seconds (a rank "
@@ -183,6 +189,8 @@ std::unique_ptr<Session> open_session(const std::string& model_path, const Runti
   RINFER_CHECK(o.redundant_experts == 0 || o.expert_placement.empty(),
                "--redundant-experts with --expert-placement: the placement file already says how many replicas");
   RINFER_CHECK(o.rebalance_every == 0 || o.ep > 1, "--rebalance-every needs --ep");
+  RINFER_CHECK(!o.expert_stats || o.pp == 1, "--expert-stats with --pp: rank 0 holds only the first stage's layers "
+                                             "(collect the loads without --pp)");
   if (ranks > 1 || mpi::env_world_size() > 1) {
     const std::string layout = o.ep > 1    ? (o.tp * o.pp > 1 ? str(o.tp > 1 ? str("--tp ", o.tp, " ") : "",
                                                                     o.pp > 1 ? str("--pp ", o.pp, " ") : "", "--ep ",
@@ -202,7 +210,7 @@ std::unique_ptr<Session> open_session(const std::string& model_path, const Runti
     par.step_timeout_s = o.step_timeout_s;
     par.on_hang = end_hung_job;
     // A stage's tensor-parallel ranks reduce among themselves only; the
-    // expert-parallel ranks reduce their MoE layers' sums.
+    // expert-parallel ranks gather their MoE layers' outputs.
     if (o.ep > 1 && o.tp * o.pp > 1) {
       // Within a stage, ranks with the same expert-parallel rank split
       // attention and their experts' width; ranks with the same width part
@@ -281,6 +289,18 @@ std::unique_ptr<Session> open_session(const std::string& model_path, const Runti
   return s;
 }
 
+void check_weights_finite(const Session& s, bool fatal) {
+  const auto bad = s.lm.weights->non_finite_tensors();
+  if (bad.empty()) return;
+  std::string what;
+  for (size_t i = 0; i < bad.size() && i < 3; ++i)
+    what += str(i ? ", " : "", bad[i].name, " (", bad[i].count, " values, the first at element ", bad[i].first, ")");
+  if (bad.size() > 3) what += str(" and ", bad.size() - 3, " more tensors");
+  const std::string msg = str("weights hold NaN or infinity: ", what, "; the model would compute garbage");
+  if (fatal) fail(msg);
+  std::fprintf(stderr, "rinfer: warning: %s\n", msg.c_str());
+}
+
 void write_expert_stats_file(const std::string& path, const Session& s,
                              const std::vector<std::vector<uint64_t>>& counts) {
   nlohmann::json layers = nlohmann::json::array();
@@ -306,11 +326,16 @@ std::string parallel_summary(const RuntimeOptions& o) {
 std::string kv_dtype_name(DType dt) { return dt == DType::I8 ? "int8" : std::string(dtype_user_name(dt)); }
 
 std::vector<int32_t> parse_ids(const std::string& s) {
+  // Ids separated by one comma (spaces around it allowed) or by spaces; an
+  // empty field ("1,,2", "1,", ",1") is a mistake, not a separator.
   std::vector<int32_t> ids;
   size_t i = 0;
+  auto skip_spaces = [&] {
+    while (i < s.size() && s[i] == ' ') ++i;
+  };
+  skip_spaces();
   while (i < s.size()) {
-    while (i < s.size() && (s[i] == ' ' || s[i] == ',')) ++i;
-    if (i >= s.size()) break;
+    RINFER_CHECK(s[i] != ',', "--prompt-ids: an empty id in \"", s, "\" (ids are separated by one comma)");
     int64_t v = 0;
     auto [p, ec] = std::from_chars(s.data() + i, s.data() + s.size(), v);
     RINFER_CHECK(ec == std::errc() && p != s.data() + i, "--prompt-ids: expected comma-separated integers, got \"", s,
@@ -320,6 +345,12 @@ std::vector<int32_t> parse_ids(const std::string& s) {
     i = size_t(p - s.data());
     RINFER_CHECK(i >= s.size() || s[i] == ',' || s[i] == ' ', "--prompt-ids: expected comma-separated integers, got \"",
                  s, "\"");
+    skip_spaces();
+    if (i < s.size() && s[i] == ',') {
+      ++i;
+      skip_spaces();
+      RINFER_CHECK(i < s.size(), "--prompt-ids: an empty id in \"", s, "\" (ids are separated by one comma)");
+    }
   }
   return ids;
 }

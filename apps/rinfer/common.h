@@ -34,6 +34,7 @@ struct RuntimeOptions {
   std::string expert_placement;  // with --ep: rinfer plan-experts' file ("" : experts in contiguous ranges)
   int redundant_experts = 0;     // with --ep and no placement file: replicas per MoE layer
   int64_t rebalance_every = 0;   // with --ep: plan the experts again every this many steps (0: never)
+  bool expert_stats = false;     // run|serve --expert-stats (set by the command)
   int micro_batches = 1;  // serve with pipeline stages: micro-batches per step
   double step_timeout_s = 300;  // several ranks: a step longer than this ends the job
 };
@@ -52,7 +53,7 @@ CLI::Validator number_in(double min, double max, bool min_exclusive = false);
 struct Session {
   KVCache& kv() { return runner->kv(); }
   std::unique_ptr<Communicator> stage_comm;  // a pipeline stage's tensor-parallel ranks (--tp and --pp, or --ep)
-  std::unique_ptr<Communicator> expert_comm;  // --ep with --tp: the ranks that hold the same tensor-parallel part
+  std::unique_ptr<Communicator> expert_comm;  // --ep with --tp/--pp: a stage's ranks that hold the same width part
   std::unique_ptr<ExpertRebalancer> rebalancer;  // --rebalance-every
   std::unique_ptr<ThreadPool> pool;
   LoadedModel lm;
@@ -73,12 +74,16 @@ using KvSizer = std::function<int64_t(const LoadedModel& lm, DType kv_dtype)>;
 std::unique_ptr<Session> open_session(const std::string& model_path, const RuntimeOptions& o, bool need_tokenizer,
                                       const KvSizer& kv_tokens = {});
 
-// ", tp 2 x pp 2 ranks, 4 micro-batches" for a split model; "" for one process.
+// Weights that hold NaN or infinity (WeightStore::non_finite_tensors):
+// fatal, a one-line error naming them; otherwise a warning on stderr.
+void check_weights_finite(const Session& s, bool fatal);
+
 // rinfer run|serve --expert-stats: per MoE layer, the tokens routed to
 // each expert (what rinfer plan-experts reads), written atomically.
 void write_expert_stats_file(const std::string& path, const Session& s,
                              const std::vector<std::vector<uint64_t>>& counts);
 
+// ", tp 2 x pp 2 ranks, 4 micro-batches" for a split model; "" for one process.
 std::string parallel_summary(const RuntimeOptions& o);
 
 // "int8" for DType::I8 (the --kv-cache-dtype spelling), else dtype_user_name.

@@ -220,6 +220,20 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
            printable(e.name), " [", e.begin, ", ", e.end, ") overlap");
     if (!furthest || e.end > furthest->end) furthest = &e;
   }
+  // As the format's reference loader: the spans tile the data section, no
+  // gap and nothing after the last one. A header length that is off by a
+  // few bytes (every weight shifted) or bytes appended to the file would
+  // otherwise load and generate garbage.
+  uint64_t at = 0;
+  for (const auto& e : tensors_) {
+    if (e.begin != at)
+      fail(path, ": bytes [", at, ", ", e.begin, ") of the data section belong to no tensor (the next is ",
+           printable(e.name), "); safetensors allows no gaps");
+    at = e.end;
+  }
+  if (at != data_size)
+    fail(path, ": ", data_size - at, " bytes after the last tensor's data (the header says ", at, " of ", data_size,
+         "): a damaged file or a wrong header length");
   for (size_t i = 0; i < tensors_.size(); ++i) index_[tensors_[i].name] = i;
 }
 

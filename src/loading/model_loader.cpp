@@ -36,14 +36,15 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts, ThreadP
                          : split_layers(layer_bytes, 0.0, head_bytes, shard.stages)[size_t(shard.stage)];
     }
     // The stage's layers and ends; with expert parallelism the rank's
-    // experts only (or, when rebalancing may move them, every expert, those
-    // not placed here left mapped and unread).
+    // experts only, or, when rebalancing may move them, every expert left
+    // mapped (a rank's experts read their pages as used; one it gives up
+    // hands them back, so its memory stays that of the experts it holds).
     wanted = [c, shard](const std::string& name) { return stage_wants_tensor(c, shard, name); };
     TensorFilter not_placed_here;
     if (shard.ep_world > 1 && opts.movable_experts) {
       Shard every_expert = shard;
       every_expert.experts = nullptr;
-      not_placed_here = [placed = wanted](const std::string& name) { return !placed(name); };
+      not_placed_here = [](const std::string& name) { return name.find(".experts.") != std::string::npos; };
       wanted = [c, every_expert](const std::string& name) { return stage_wants_tensor(c, every_expert, name); };
     }
     // The first stage only looks rows of the token embeddings up: mapped,

@@ -26,9 +26,9 @@ struct LoadOptions {
   // loader cuts the layers (split_layers) and reads only the stage's tensors.
   Shard shard;
   // Expert parallelism with rebalancing: every expert stays readable, since
-  // a rank may gain any of them. A model directory copies the rank's own
-  // experts as usual and keeps the others mapped (their pages unread until
-  // the rank gains one); a Hugging Face directory converts them all.
+  // a rank may gain any of them. A model directory keeps every expert
+  // mapped (pages read as used, handed back when the rank gives one up); a
+  // Hugging Face directory converts them all.
   bool movable_experts = false;
 };
 

@@ -62,6 +62,18 @@ uint64_t MlaAttention::weight_bytes() const {
   return q_a_.bytes() + q_b_.bytes() + q_proj_.bytes() + kv_a_.bytes() + kv_b_.bytes() + o_.bytes();
 }
 
+namespace {
+
+// The per-head products (a 128 KB matrix each): for a few rows, side by
+// side on one thread each (their hand-offs to the threads would cost more
+// than their bytes); for a prompt, one after another on all threads.
+void per_head(const ForwardContext& ctx, int64_t T, std::span<const ops::MatmulJob> jobs) {
+  if (T <= 8) return ops::matmul_batch(ctx.exec, T, jobs);
+  for (const auto& j : jobs) ops::matmul(ctx.exec, j.x, T, j.ldx, j.w, nullptr, j.y, j.ldy);
+}
+
+}  // namespace
+
 void MlaAttention::forward(const float* h, const ForwardContext& ctx, int64_t layer, float* out) {
   const int64_t T = ctx.tokens.n_tokens, NH = n_heads_, L = s_.kv_lora_rank, R = s_.rope_dim, N = s_.nope_dim,
                 V = s_.v_dim, QK = N + R, ROW = L + R;
@@ -115,7 +127,7 @@ void MlaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
                     MatrixDesc{MatrixFormat::Dense, Device::Cpu, dt, w_uk_t_.as<uint8_t>() + size_t(hd * L * N) * esz,
                                L, N, {}},
                     qlat + hd * ROW, NH * ROW});
-  ops::matmul_batch(ctx.exec, T, jobs);
+  per_head(ctx, T, jobs);
   scope.emplace(profile::Stage::Attention, [&] {
     uint64_t n = 0;
     for (const auto& item : ctx.batch)
@@ -132,7 +144,7 @@ void MlaAttention::forward(const float* h, const ForwardContext& ctx, int64_t la
                     MatrixDesc{MatrixFormat::Dense, Device::Cpu, dt, kv_b + size_t((hd * (N + V) + N) * L) * esz, V, L,
                                {}},
                     attn + hd * V, NH * V});
-  ops::matmul_batch(ctx.exec, T, jobs);
+  per_head(ctx, T, jobs);
   o_.forward(ctx, attn, T, out);
 }
 

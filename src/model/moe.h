@@ -47,8 +47,9 @@ void route_token(const MoeRouting& r, const float* logits, const float* bias, in
 // the pairs that land on it, rank 0 the shared expert, and the outputs are
 // gathered on every rank (the hidden states are on every rank, so no token
 // has to travel out) and summed there in the order one process sums them:
-// without replicas the result is that of one process to the bit, whatever
-// the placement and the number of ranks.
+// without replicas (and without tensor parallelism, whose partial sums are
+// reduced per expert) the result is that of one process to the bit,
+// whatever the placement and the number of ranks.
 class ExpertParallel {
  public:
   ExpertParallel(int rank, const LayerPlacement& placement);

@@ -39,4 +39,36 @@ uint64_t WeightStore::total_bytes() const {
   return n;
 }
 
+namespace {
+
+// Non-finite values of n elements whose exponent field is `mask` (all ones:
+// infinity or NaN), and the first one's index.
+template <typename Bits>
+std::pair<int64_t, int64_t> count_non_finite(const Bits* v, int64_t n, Bits mask) {
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i) count += (v[i] & mask) == mask;
+  if (count == 0) return {0, 0};
+  int64_t first = 0;
+  while ((v[first] & mask) != mask) ++first;
+  return {count, first};
+}
+
+}  // namespace
+
+std::vector<WeightStore::NonFinite> WeightStore::non_finite_tensors() const {
+  std::vector<NonFinite> out;
+  for (const auto& [name, v] : tensors_) {
+    if (v.device != Device::Cpu || !v.data) continue;
+    std::pair<int64_t, int64_t> r{0, 0};
+    if (v.dtype == DType::F32)
+      r = count_non_finite(v.as<uint32_t>(), v.numel(), uint32_t(0x7F800000u));
+    else if (v.dtype == DType::BF16)
+      r = count_non_finite(v.as<uint16_t>(), v.numel(), uint16_t(0x7F80u));
+    else if (v.dtype == DType::F16)
+      r = count_non_finite(v.as<uint16_t>(), v.numel(), uint16_t(0x7C00u));
+    if (r.first > 0) out.push_back({name, r.first, r.second});
+  }
+  return out;
+}
+
 }  // namespace rinfer

@@ -55,6 +55,15 @@ class WeightStore {
   void add_quantized(const std::string& name, const QuantizedWeight& q);
   const QuantizedWeight* quantized(const std::string& name) const;
   uint64_t total_bytes() const;
+  // Float tensors (f32, f16, bf16, blocked bf16, separate quantization
+  // scales) that hold NaN or infinity: a checkpoint that would run and
+  // print garbage. Reads every such weight once.
+  struct NonFinite {
+    std::string name;
+    int64_t count = 0;  // non-finite values
+    int64_t first = 0;  // index of the first
+  };
+  std::vector<NonFinite> non_finite_tensors() const;
   std::string source;  // where the weights came from, for messages
 
  private:

@@ -165,6 +165,10 @@ ExpertPlan ExpertPlan::load(const std::string& path, int ranks) {
       p.rank_experts = l.at("physical_to_logical").get<std::vector<std::vector<int32_t>>>();
       RINFER_CHECK(int(p.rank_experts.size()) == ranks, path, ": layer ", p.layer, " places experts on ",
                    p.rank_experts.size(), " ranks, not ", ranks);
+      for (const auto& r : p.rank_experts)
+        RINFER_CHECK(r.size() == p.rank_experts[0].size(), path, ": layer ", p.layer,
+                     " gives the ranks different numbers of experts (", p.rank_experts[0].size(), " and ", r.size(),
+                     ")");
       const int64_t E = j.at("n_experts").get<int64_t>();
       p.replicas.assign(size_t(std::max<int64_t>(E, 0)), 0);
       for (const auto& r : p.rank_experts)

@@ -57,6 +57,7 @@ class MpiCommunicator final : public Communicator {
       sizes[size_t(r)] = int(rows * counts[size_t(r)]);
       offsets[size_t(r)] = int(total);
       total += sizes[size_t(r)];
+      RINFER_CHECK(total < kMaxCount, "all_gather_columns: message too large");
       cols += counts[size_t(r)];
     }
     staging_.resize(size_t(total));

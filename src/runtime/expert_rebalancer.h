@@ -10,8 +10,9 @@
 // step and counts the
 // same tokens (routing is replicated), so every rank decides and moves alike
 // without a message; an expert a rank gains is read from its own copy of the
-// weights, one it loses is dropped. Outputs do not change: which rank
-// computes a (token, expert) pair never changes its sum (moe.h).
+// weights, one it loses is dropped. Without replicas outputs do not change
+// (moe.h sums in one process's order); with replicas a move can change
+// which rows an expert's batch holds, and so the last bits.
 #include <cstdint>
 #include <map>
 #include <vector>

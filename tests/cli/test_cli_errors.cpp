@@ -137,6 +137,75 @@ TEST(CliErrors, TruncatedSafetensors) {
   expect_checkpoint_rejected(tmp, dir, "not a safetensors file");
 }
 
+// Bytes the header does not account for: appended to the file, or a header
+// length a few bytes short (the JSON ends in padding, so it still parses,
+// and every weight would be read shifted).
+TEST(CliErrors, DataSectionNotTiledByTheHeader) {
+  TempDir tmp;
+  const fs::path dir = stories_copy(tmp);
+  const std::string bytes = read_bytes(dir / "model.safetensors");
+  write_bytes(dir / "model.safetensors", bytes + std::string(1, '\0'));
+  expect_checkpoint_rejected(tmp, dir, "1 bytes after the last tensor's data");
+  write_bytes(dir / "model.safetensors", bytes + std::string(4096, 'x'));
+  expect_checkpoint_rejected(tmp, dir, "4096 bytes after the last tensor's data");
+  uint64_t hlen = 0;
+  for (int i = 7; i >= 0; --i) hlen = (hlen << 8) | uint8_t(bytes[size_t(i)]);
+  for (uint64_t shorter : {1, 2, 3}) {
+    SCOPED_TRACE(shorter);
+    std::string shifted = bytes;
+    shifted.replace(0, 8, u64_le(hlen - shorter));
+    write_bytes(dir / "model.safetensors", shifted);
+    // Padding cut: the data section is `shorter` bytes longer than its tensors;
+    // the JSON itself cut: not valid JSON. Either way, no model.
+    const CmdResult r = run_rinfer("run --model " + quote(dir.string()) + " --prompt hi --max-new-tokens 1");
+    EXPECT_NE(r.code, 0);
+    EXPECT_TRUE(r.err.find(std::to_string(shorter) + " bytes after the last tensor's data") != std::string::npos ||
+                r.err.find("not valid JSON") != std::string::npos)
+        << r.err;
+  }
+}
+
+// NaN and infinity in the weights: `run` warns naming the tensors, `validate`
+// refuses the model.
+TEST(CliErrors, NonFiniteWeights) {
+  TempDir tmp;
+  for (const auto& [name, bits] : {std::pair{"model.layers.0.mlp.up_proj.weight", 0x7FC00000u},
+                                   {"model.layers.1.self_attn.o_proj.weight", 0xFF800000u}}) {
+    SCOPED_TRACE(name);
+    const fs::path dir = stories_copy(tmp, std::string("nan-") + name);
+    Safetensors st = Safetensors::load(dir / "model.safetensors");
+    const uint64_t begin = st.header[name]["data_offsets"][0].get<uint64_t>();
+    for (int i = 0; i < 3; ++i) std::memcpy(st.data.data() + begin + 4 * (5 + i), &bits, 4);
+    st.save(dir / "model.safetensors");
+    // (The NaNs then reach the logits; what run does with them is another matter.)
+    const CmdResult r = run_rinfer("run --model " + quote(dir.string()) + " --prompt hi --max-new-tokens 2");
+    EXPECT_NE(r.err.find(std::string("rinfer: warning: weights hold NaN or infinity: ") + name +
+                         " (3 values, the first at element 5)"),
+              std::string::npos)
+        << r.err;
+  }
+  // validate: the golden llama with one infinity.
+  const fs::path golden = tmp.path / "golden";
+  fs::copy(golden_dir("llama"), golden, fs::copy_options::recursive);
+  Safetensors st = Safetensors::load(golden / "hf" / "model.safetensors");
+  const std::string name = "model.layers.0.mlp.down_proj.weight";
+  ASSERT_TRUE(st.header.contains(name));
+  const uint64_t begin = st.header[name]["data_offsets"][0].get<uint64_t>();
+  const std::string dtype = st.header[name]["dtype"].get<std::string>();
+  const uint32_t inf32 = 0x7F800000u;
+  const uint16_t inf16 = dtype == "BF16" ? 0x7F80u : 0x7C00u;
+  if (dtype == "F32")
+    std::memcpy(st.data.data() + begin, &inf32, 4);
+  else
+    std::memcpy(st.data.data() + begin, &inf16, 2);
+  st.save(golden / "hf" / "model.safetensors");
+  const CmdResult v = run_rinfer("validate --golden " + quote(golden.string()));
+  EXPECT_NE(v.code, 0);
+  EXPECT_NE(v.err.find("weights hold NaN or infinity: " + name + " (1 values, the first at element 0)"),
+            std::string::npos)
+      << v.err;
+}
+
 TEST(CliErrors, AbsurdHeaderLength) {
   TempDir tmp;
   const fs::path dir = stories_copy(tmp);
@@ -202,7 +271,11 @@ TEST(CliErrors, UnsupportedWeightDtype) {
 
 TEST(CliErrors, RequiredTensorMissing) {
   TempDir tmp;
-  const fs::path dir = with_header_edit(tmp, [](json& h) { h.erase("model.layers.0.mlp.up_proj.weight"); });
+  // Renamed, so that the data section stays tiled (a gap is an error of its own).
+  const fs::path dir = with_header_edit(tmp, [](json& h) {
+    h["model.layers.0.mlp.up_proj.weight_"] = h["model.layers.0.mlp.up_proj.weight"];
+    h.erase("model.layers.0.mlp.up_proj.weight");
+  });
   expect_checkpoint_rejected(tmp, dir, "missing tensor model.layers.0.mlp.up_proj.weight");
 }
 
@@ -271,7 +344,9 @@ TEST(CliErrors, TokenIdsOutsideVocabulary) {
   expect_fails(run_stories("--prompt-ids 1,2x"), "expected comma-separated integers");
   expect_fails(run_stories("--prompt-ids abc"), "expected comma-separated integers");
   expect_fails(run_stories("--prompt-ids ''"), "no token ids");
-  expect_fails(run_stories("--prompt-ids ,"), "no token ids");
+  // An empty field is a typo, not a separator.
+  for (const char* ids : {"1,,2", "1,2,", ",1", ",", "1, ,2"})
+    expect_fails(run_stories(std::string("--prompt-ids '") + ids + "'"), "an empty id in");
 }
 
 TEST(CliErrors, InvalidUtf8Prompt) {
@@ -293,6 +368,7 @@ TEST(CliErrors, BadOptionValues) {
       {"--prompt hi --temperature abc", "--temperature"},
       {"--prompt hi --temperature -0.5", "--temperature"},
       {"--prompt hi --temperature nan", "--temperature"},
+      {"--prompt hi -t 1e308", "must be at most 3.40282e+38, got \"1e308\""},
       {"--prompt hi --top-p 2", "--top-p"},
       {"--prompt hi --top-p 0", "--top-p"},
       {"--prompt hi --top-k -1", "--top-k"},

@@ -300,6 +300,14 @@ TEST(CliParallel, ExpertPlacementsThatDoNotFitAreOneLineErrors) {
   std::ofstream(plan_missing) << p.dump();
   r = run_mpi(2, "run" + mixtral + " --ep 2 --expert-placement " + plan_missing, 60);
   EXPECT_NE(r.err.find("expert 3 is on no rank"), std::string::npos) << r.err;
+  // Ranks with different numbers of experts.
+  for (auto& l : p["layers"]) l["physical_to_logical"] = json::array({json::array({0, 1, 2}), json::array({3})});
+  std::ofstream(plan_missing) << p.dump();
+  r = run_mpi(2, "run" + mixtral + " --ep 2 --expert-placement " + plan_missing, 60);
+  EXPECT_NE(r.err.find("gives the ranks different numbers of experts (3 and 1)"), std::string::npos) << r.err;
+  // Loads from rank 0 under --pp would miss the other stages' layers.
+  r = run_mpi(2, "run" + mixtral + " --pp 2 --expert-stats " + (tmp / "pp.json"), 60);
+  EXPECT_NE(r.err.find("--expert-stats with --pp"), std::string::npos) << r.err;
   // A dense model, and --ep with --tp.
   r = run_mpi(2, "run --model " + stories_hf() + " --prompt-ids 1,5 --max-new-tokens 2 --ep 2", 60);
   EXPECT_NE(r.err.find("--ep: LlamaForCausalLM has no mixture-of-experts layers"), std::string::npos) << r.err;

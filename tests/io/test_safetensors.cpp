@@ -650,16 +650,33 @@ TEST(SafetensorsValidation, ShapesAndSpans) {
                            "c": {"dtype":"U8","shape":[2],"data_offsets":[10,12]}})",
                   d16, "overlap");
 
-  // Legal: gaps, adjacent spans, empty tensors anywhere, 0-d scalars, a data
-  // section larger than the tensors.
+  // As the format's reference loader: the spans tile the data section.
+  // A gap between tensors, before the first, or an empty tensor away from
+  // the others' ends:
+  expect_bad_file(dir, R"({"a": {"dtype":"F32","shape":[1],"data_offsets":[0,4]},
+                           "b": {"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+                  zeros(12), "bytes [4, 8) of the data section belong to no tensor (the next is 'b')");
+  expect_bad_file(dir, R"({"a": {"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", zeros(8),
+                  "bytes [0, 4) of the data section belong to no tensor");
+  expect_bad_file(dir, R"({"a": {"dtype":"F32","shape":[1],"data_offsets":[0,4]},
+                           "e": {"dtype":"F32","shape":[0],"data_offsets":[6,6]}})",
+                  zeros(4), "past the end of file");
+  // Bytes after the last tensor (appended, or a header length one short).
+  expect_bad_file(dir, R"({"a": {"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", zeros(5),
+                  "1 bytes after the last tensor's data (the header says 4 of 5)");
+  expect_bad_file(dir, R"({"a": {"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", zeros(16),
+                  "8 bytes after the last tensor's data");
+
+  // Legal: adjacent spans in any header order, empty tensors at the others'
+  // ends, 0-d scalars.
   const std::string p = dir / "ok.safetensors";
-  write_file(p, st_bytes(R"({"a": {"dtype":"F32","shape":[1],"data_offsets":[0,4]},
+  write_file(p, st_bytes(R"({"c": {"dtype":"U8","shape":[2],"data_offsets":[8,10]},
+                            "a": {"dtype":"F32","shape":[1],"data_offsets":[0,4]},
                             "b": {"dtype":"F32","shape":[],"data_offsets":[4,8]},
                             "e1": {"dtype":"F32","shape":[0],"data_offsets":[8,8]},
                             "e2": {"dtype":"F32","shape":[5,0],"data_offsets":[8,8]},
-                            "e3": {"dtype":"BF16","shape":[0],"data_offsets":[16,16]},
-                            "c": {"dtype":"U8","shape":[2],"data_offsets":[12,14]}})",
-                         zeros(20)));
+                            "e3": {"dtype":"BF16","shape":[0],"data_offsets":[10,10]}})",
+                         zeros(10)));
   SafetensorsFile f(p);
   EXPECT_EQ(f.tensors().size(), 6u);
   EXPECT_EQ(f.view(*f.find("b")).shape, Shape{});

@@ -73,8 +73,10 @@ void batch_latent_attention(ThreadPool& pool, const ops::TokenBatch& tb, const f
   // A task is a group of one token's heads (which share its cache rows):
   // all of them when there are tokens enough for the threads, else the
   // heads split so that every thread has some.
-  const int64_t groups =
-      tb.n_tokens >= pool.size() ? 1 : std::min<int64_t>(NH, (pool.size() + tb.n_tokens - 1) / tb.n_tokens);
+  // At most 16 heads per task: a task's scores are heads x context floats.
+  const int64_t groups = std::max<int64_t>(
+      (NH + 15) / 16,
+      tb.n_tokens >= pool.size() ? 1 : std::min<int64_t>(NH, (pool.size() + tb.n_tokens - 1) / tb.n_tokens));
   const int64_t per = (NH + groups - 1) / groups;
   pool.run(tb.n_tokens * groups, [&](int64_t task, int) {
     const int64_t tok = task / groups, h0 = (task % groups) * per, n = std::min(per, NH - h0);
