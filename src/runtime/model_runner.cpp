@@ -236,6 +236,16 @@ void ModelRunner::run_pipeline(std::span<const BatchItem> batch, float* logits) 
 
 SampledToken ModelRunner::sample(float* logits, Sampler& sampler, std::span<const int32_t> history, int top_logprobs) {
   const int64_t V = vocab_size();
+  // NaN or +inf (non-finite weights, an overflow) would sample a meaningless
+  // token; -inf is a masked token and fine.
+  bool finite = true;
+  for (int64_t i = 0; i < V; ++i) finite &= logits[i] < INFINITY;
+  if (!finite) {
+    int64_t i = 0;
+    while (logits[i] < INFINITY) ++i;
+    fail("the model computed a non-finite logit (", logits[i], " for token ", i,
+         "): its weights or activations are not finite");
+  }
   SampledToken out;
   if (top_logprobs < 0) {
     out.id = sampler.sample(logits, V, history);

@@ -177,8 +177,10 @@ TEST(CliErrors, NonFiniteWeights) {
     const uint64_t begin = st.header[name]["data_offsets"][0].get<uint64_t>();
     for (int i = 0; i < 3; ++i) std::memcpy(st.data.data() + begin + 4 * (5 + i), &bits, 4);
     st.save(dir / "model.safetensors");
-    // (The NaNs then reach the logits; what run does with them is another matter.)
+    // The NaNs then reach the logits: run stops there rather than sample from them.
     const CmdResult r = run_rinfer("run --model " + quote(dir.string()) + " --prompt hi --max-new-tokens 2");
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.err.find("the model computed a non-finite logit"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find(std::string("rinfer: warning: weights hold NaN or infinity: ") + name +
                          " (3 values, the first at element 5)"),
               std::string::npos)
