@@ -18,6 +18,7 @@
 #include "tokenizer/chat_template.h"
 #include "common.h"
 #include "core/error.h"
+#include "core/json_file.h"
 #include "runtime/engine.h"
 #include "server/http_server.h"
 
@@ -29,8 +30,10 @@ bool has_chat_template(const std::string& dir) {
   if (fs::exists(fs::path(dir) / "chat_template.jinja")) return true;
   const fs::path cfg = fs::path(dir) / "tokenizer_config.json";
   if (!fs::exists(cfg)) return false;
-  std::ifstream in(cfg);
-  auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  std::ifstream in(cfg, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  if (json_depth(text) > kMaxJsonDepth) return true;  // ChatTemplate::load then says what is wrong
+  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   return j.is_object() && j.contains("chat_template") && !j["chat_template"].is_null();
 }
 }  // namespace

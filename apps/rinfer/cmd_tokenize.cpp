@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "common.h"
 #include "core/error.h"
+#include "core/json_file.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -30,6 +31,7 @@ std::string read_file(const std::string& path, const char* option) {
 }
 
 ojson parse_json(const std::string& text, const std::string& what) {
+  check_json_depth(text, what);
   try {
     return ojson::parse(text);
   } catch (const ojson::exception& e) {

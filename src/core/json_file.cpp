@@ -1,5 +1,6 @@
 #include "core/json_file.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -9,13 +10,41 @@
 
 namespace rinfer {
 
+int json_depth(std::string_view text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+void check_json_depth(std::string_view text, const std::string& what) {
+  if (json_depth(text) > kMaxJsonDepth) fail(what, " nests deeper than ", kMaxJsonDepth, " levels");
+}
+
 nlohmann::json read_json_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot read ", path, ": ", std::strerror(errno));
   std::ostringstream ss;
   ss << in.rdbuf();
+  const std::string text = ss.str();
+  check_json_depth(text, path);
   try {
-    return nlohmann::json::parse(ss.str());
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     // parser messages can quote input bytes: keep the error on one line
     std::string msg = e.what();

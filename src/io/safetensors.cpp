@@ -23,7 +23,6 @@ using json = nlohmann::json;
 namespace {
 
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // same cap as the reference implementation
-constexpr int kMaxJsonDepth = 64;
 constexpr const char* kMetadataKey = "__metadata__";
 
 // Names and parser messages come from untrusted bytes: escape control
@@ -64,30 +63,6 @@ bool checked_nbytes(const Shape& shape, uint64_t elem, uint64_t* out) {
   if (n > uint64_t(std::numeric_limits<int64_t>::max())) return false;
   *out = n;
   return true;
-}
-
-// The deepest bracket nesting of a JSON text (strings skipped). A real header
-// nests three levels; capping it bounds the parser's memory on hostile input.
-int json_depth(std::string_view text) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return deepest;
 }
 
 uint64_t read_u64_le(const uint8_t* p) {

@@ -1,3 +1,4 @@
+#include "core/json_file.h"
 #include "server/openai_protocol.h"
 
 #include <cmath>
@@ -115,6 +116,8 @@ std::vector<ChatMessage> parse_messages(const json& v) {
 }  // namespace
 
 CompletionParams parse_completion_request(const std::string& body, bool chat, int max_n) {
+  if (json_depth(body) > kMaxJsonDepth)
+    invalid("", "the request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) invalid("", "the request body is not valid JSON");
   if (!j.is_object()) invalid("", "the request body must be a JSON object");

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_file.h"
 #include "tokenizer/jinja/template.h"
 
 namespace rinfer {
@@ -43,7 +44,9 @@ ChatTemplate ChatTemplate::load(const fs::path& path) {
   ojson cfg = ojson::object();
   if (fs::is_regular_file(cfg_path, ec)) {
     try {
-      cfg = ojson::parse(read_text(cfg_path));
+      const std::string text = read_text(cfg_path);
+      check_json_depth(text, "chat template: " + cfg_path.string());
+      cfg = ojson::parse(text);
     } catch (const ojson::exception& e) {
       fail("chat template: ", cfg_path.string(), " is not valid JSON: ", e.what());
     }

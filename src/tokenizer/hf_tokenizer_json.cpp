@@ -196,6 +196,7 @@ TokenizerJson read_tokenizer_json(const fs::path& file) {
   in.seekg(0);
   in.read(text.data(), std::streamsize(text.size()));
   RINFER_CHECK(in, "cannot read ", path);
+  check_json_depth(text, "tokenizer: " + path);
   TokenizerJson tj;
   TokenizerJsonSax sax(&tj);
   if (!json::sax_parse(text, &sax)) {

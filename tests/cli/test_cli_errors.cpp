@@ -208,6 +208,33 @@ TEST(CliErrors, NonFiniteWeights) {
       << v.err;
 }
 
+// One nesting budget for every JSON file: a deep tokenizer.json (a
+// normalizer Sequence 50,000 deep), config.json, tokenizer_config.json and
+// model_desc-like files are one-line errors, not a stack overflow.
+TEST(CliErrors, DeeplyNestedJsonFiles) {
+  TempDir tmp;
+  std::string seq;
+  for (int i = 0; i < 50000; ++i) seq += "{\"type\":\"Sequence\",\"normalizers\":[";
+  seq += "{\"type\":\"NFC\"}";
+  for (int i = 0; i < 50000; ++i) seq += "]}";
+  const fs::path tok = tmp.path / "tokenizer.json";
+  write_bytes(tok, "{\"version\":\"1.0\",\"normalizer\":" + seq +
+                       ",\"model\":{\"type\":\"BPE\",\"vocab\":{},\"merges\":[]}}");
+  expect_fails("tokenize --tokenizer " + quote(tok.string()) + " --text hi", "nests deeper than 128 levels");
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  {
+    const fs::path dir = stories_copy(tmp, "cfg");
+    write_bytes(dir / "config.json", "{\"architectures\":" + deep + "}");
+    expect_fails("run --model " + quote(dir.string()) + " --prompt hi", "config.json nests deeper than 128 levels");
+  }
+  {
+    const fs::path dir = stories_copy(tmp, "tokcfg");
+    write_bytes(dir / "tokenizer_config.json", "{\"chat_template\":\"x\",\"extra\":" + deep + "}");
+    expect_fails("run --model " + quote(dir.string()) + " --prompt hi --chat",
+                 "tokenizer_config.json nests deeper than 128 levels");
+  }
+}
+
 TEST(CliErrors, AbsurdHeaderLength) {
   TempDir tmp;
   const fs::path dir = stories_copy(tmp);

@@ -138,6 +138,24 @@ TEST(ServerApi, BadRequestsAre400WithAnErrorObject) {
   expect_400(R"({"model":"m","messages":[]})", "messages", chat);
   expect_400(R"({"model":"m","messages":[{"role":"robot","content":"x"}]})", "messages[0].role", chat);
   expect_400(R"({"model":"m","messages":[{"role":"user","content":"x","extra":1}]})", "messages[0].extra", chat);
+  // Deep nesting anywhere in the body (a tool list, a field taken at its
+  // no-op value, the prompt, stop) is refused before any tree is built; the
+  // server then still answers.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  for (const auto& [body, path] :
+       {std::pair{R"({"model":"m","messages":[{"role":"user","content":"hi"}],"tools":)" + deep + "}", chat},
+        {R"({"model":"m","messages":[{"role":"user","content":"hi"}],"user":)" + deep + "}", chat},
+        {R"({"model":"m","prompt":)" + deep + "}", comp},
+        {R"({"model":"m","prompt":"x","stop":)" + deep + "}", comp},
+        {std::string(200, '{'), comp}}) {
+    auto r = c.Post(path.c_str(), body, "application/json");
+    ASSERT_TRUE(r) << "the server died on " << body.substr(0, 80);
+    EXPECT_EQ(r->status, 400);
+    EXPECT_NE(r->body.find("nests deeper than 128 levels"), std::string::npos) << r->body;
+  }
+  // Nesting within the budget is an ordinary bad value.
+  expect_400(R"({"model":"m","prompt":"x","stop":)" + std::string(100, '[') + std::string(100, ']') + "}", "stop",
+             comp);
   // A prompt that fills the whole context.
   std::string long_prompt;
   for (int i = 0; i < 600; ++i) long_prompt += "time ";
