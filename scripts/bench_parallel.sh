@@ -14,15 +14,8 @@
 # Env: MODELS="tinyllama-1.1b-bf16 tinyllama-1.1b-int8 qwen2.5-0.5b-bf16 qwen2.5-0.5b-int8-g64"
 #      PROMPT_LEN=256 GEN_LEN=32 SAMPLES=2
 set -euo pipefail
-if [ $# -lt 2 ] || [ $# -gt 3 ]; then
-  sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
-  exit 2
-fi
-bin=$(realpath "$1")
-mkdir -p "$2"
-out=$(realpath "$2")
-rounds=${3:-3}
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/bench_lib.sh"
+bench_args 3 "$@"
 models=${MODELS:-tinyllama-1.1b-bf16 tinyllama-1.1b-int8 qwen2.5-0.5b-bf16 qwen2.5-0.5b-int8-g64}
 # Qwen2.5-0.5B's 7 heads of 64 do not split over two ranks on int8's default
 # groups of 128: its int8 model here has groups of 64.

@@ -14,15 +14,8 @@
 # Usage: scripts/bench_serve_experts.sh RINFER OUT_DIR [ROUNDS=2]
 # Env: MODEL=qwen3-30b-a3b-l2-bf16 LAYOUTS="single ep2-contiguous ..." NUM_PROMPTS=32 INPUT_LEN=64 OUTPUT_LEN=64 REBALANCE=20 PORT=18910
 set -euo pipefail
-if [ $# -lt 2 ] || [ $# -gt 3 ]; then
-  sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
-  exit 2
-fi
-bin=$(realpath "$1")
-mkdir -p "$2"
-out=$(realpath "$2")
-rounds=${3:-2}
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/bench_lib.sh"
+bench_args 2 "$@"
 port=${PORT:-18910}
 model=${MODEL:-qwen3-30b-a3b-l2-bf16}
 mpi=(mpirun --allow-run-as-root --oversubscribe -np 2)
@@ -39,24 +32,8 @@ serve() {  # layout [extra args]; the server replaces the subshell (so that kill
       --rebalance-every "${REBALANCE:-20}" ;;
   esac
 }
-measure() {  # layout seed json [extra serve args]
-  local l=$1 seed=$2 json=$3
-  shift 3
-  serve "$l" "$@" > "${json%.json}.log" 2>&1 &
-  local pid=$!
-  for _ in $(seq 1 600); do
-    curl -sf "http://127.0.0.1:$port/health" > /dev/null && break
-    sleep 0.2
-  done
-  "$bin" bench-serve --url "http://127.0.0.1:$port" --concurrency 16 --num-prompts "${NUM_PROMPTS:-32}" \
-    --input-len "${INPUT_LEN:-64}" --output-len "${OUTPUT_LEN:-64}" --seed "$seed" --json "$json" > /dev/null
-  curl -sf "http://127.0.0.1:$port/metrics" > "${json%.json}.metrics"
-  kill -INT "$pid"
-  wait "$pid" || true
-  sleep 1
-}
 echo "loads: one process, seed 1" >&2
-measure single 1 "$out/stats-run.json" --expert-stats "$out/stats.json"
+measure_serve "$out/stats-run" 1 serve single --expert-stats "$out/stats.json"
 for n in 0 2 4; do
   "$bin" plan-experts --stats "$out/stats.json" --ranks 2 --redundant "$n" --out "$out/plan-r$n.json" > /dev/null
 done
@@ -64,6 +41,6 @@ for r in $(seq 1 "$rounds"); do
   for i in "${!layouts[@]}"; do
     l=${layouts[$(( (i + r) % ${#layouts[@]} ))]}
     echo "round $r: $model $l" >&2
-    measure "$l" 2 "$out/$model-$l-r$r.json"
+    measure_serve "$out/$model-$l-r$r" 2 serve "$l"
   done
 done

@@ -10,15 +10,8 @@
 # Usage: scripts/bench_serve_pipeline.sh RINFER OUT_DIR [ROUNDS=2]
 # Env: MODELS="qwen2.5-0.5b-bf16" NUM_PROMPTS=32 INPUT_LEN=64 OUTPUT_LEN=64 PORT=18900
 set -euo pipefail
-if [ $# -lt 2 ] || [ $# -gt 3 ]; then
-  sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
-  exit 2
-fi
-bin=$(realpath "$1")
-mkdir -p "$2"
-out=$(realpath "$2")
-rounds=${3:-2}
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/bench_lib.sh"
+bench_args 2 "$@"
 port=${PORT:-18900}
 mpi=(mpirun --allow-run-as-root --oversubscribe -np 2)
 layouts=(single tp2 pp2-mb1 pp2-mb2 pp2-mb4)
@@ -35,18 +28,7 @@ for r in $(seq 1 "$rounds"); do
     for i in "${!layouts[@]}"; do
       l=${layouts[$(( (i + r) % ${#layouts[@]} ))]}
       echo "round $r: $m $l" >&2
-      serve "$m" "$l" > "$out/$m-$l-r$r.log" 2>&1 &
-      pid=$!
-      for _ in $(seq 1 300); do
-        curl -sf "http://127.0.0.1:$port/health" > /dev/null && break
-        sleep 0.2
-      done
-      "$bin" bench-serve --url "http://127.0.0.1:$port" --concurrency 16 --num-prompts "${NUM_PROMPTS:-32}" \
-        --input-len "${INPUT_LEN:-64}" --output-len "${OUTPUT_LEN:-64}" --json "$out/$m-$l-r$r.json" > /dev/null
-      curl -sf "http://127.0.0.1:$port/metrics" > "$out/$m-$l-r$r.metrics"
-      kill -INT "$pid"
-      wait "$pid" || true
-      sleep 1
+      measure_serve "$out/$m-$l-r$r" 0 serve "$m" "$l"
     done
   done
 done

@@ -93,7 +93,7 @@ RequestResult send_one(httplib::Client& cli, const BenchServeOptions& o, const s
       if (ev.rfind("data: ", 0) != 0) continue;  // keep-alive comments
       const std::string payload = ev.substr(6);
       if (payload == "[DONE]") continue;
-      json j = json_depth(payload) > kMaxJsonDepth ? json(json::value_t::discarded) : json::parse(payload, nullptr, false);
+      json j = parse_json_or_discarded(payload);
       if (j.is_discarded()) continue;
       if (j.contains("error")) {
         r.error = j["error"].value("message", "error");
@@ -245,8 +245,7 @@ Runner add_bench_serve(CLI::App& app) {
       RINFER_CHECK(res && res->status == 200, "cannot reach ", o->url, "/v1/models",
                    res ? " (HTTP " + std::to_string(res->status) + ")" : " (" + httplib::to_string(res.error()) + ")");
       if (o->model.empty()) {
-        json j = json_depth(res->body) > kMaxJsonDepth ? json(json::value_t::discarded)
-                                                        : json::parse(res->body, nullptr, false);
+        json j = parse_json_or_discarded(res->body);
         RINFER_CHECK(!j.is_discarded() && j.contains("data") && !j["data"].empty(), "/v1/models lists no model");
         o->model = j["data"][0].value("id", "");
       }

@@ -33,7 +33,7 @@ bool has_chat_template(const std::string& dir) {
   std::ifstream in(cfg, std::ios::binary);
   const std::string text((std::istreambuf_iterator<char>(in)), {});
   if (json_depth(text) > kMaxJsonDepth) return true;  // ChatTemplate::load then says what is wrong
-  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const auto j = parse_json_or_discarded(text);
   return j.is_object() && j.contains("chat_template") && !j["chat_template"].is_null();
 }
 }  // namespace

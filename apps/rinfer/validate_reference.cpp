@@ -48,8 +48,7 @@ std::vector<std::vector<int32_t>> load_prompts(const ReferenceValidation& o, con
   while (std::getline(in, line)) {
     ++n;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    auto j = json_depth(line) > kMaxJsonDepth ? nlohmann::json(nlohmann::json::value_t::discarded)
-                                              : nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    auto j = parse_json_or_discarded(line);
     RINFER_CHECK(j.is_object() && (j.contains("ids") || j.contains("text")), o.prompts, ":", n,
                  ": expected {\"ids\": [...]} or {\"text\": \"...\"}");
     if (j.contains("ids")) {

@@ -36,6 +36,11 @@ void check_json_depth(std::string_view text, const std::string& what) {
   if (json_depth(text) > kMaxJsonDepth) fail(what, " nests deeper than ", kMaxJsonDepth, " levels");
 }
 
+nlohmann::json parse_json_or_discarded(std::string_view text) {
+  if (json_depth(text) > kMaxJsonDepth) return nlohmann::json(nlohmann::json::value_t::discarded);
+  return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
 nlohmann::json read_json_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot read ", path, ": ", std::strerror(errno));

@@ -19,6 +19,10 @@ int json_depth(std::string_view text);
 // Error "<what> nests deeper than 128 levels" when text does.
 void check_json_depth(std::string_view text, const std::string& what);
 
+// The parsed text, or a discarded value (is_discarded()) when it is not
+// JSON or nests deeper than the budget: for input that is checked after.
+nlohmann::json parse_json_or_discarded(std::string_view text);
+
 nlohmann::json read_json_file(const std::string& path);
 
 }  // namespace rinfer

@@ -265,7 +265,8 @@ void MoeFeedForward::forward_expert_parallel(const float* h, int64_t T, float* o
   }
   if (shared_ && me == 0) shared_->forward_partial(h, T, send + shared_row * H, ctx);
   std::vector<int64_t>& counts = rank_rows_;  // rows, then floats
-  std::vector<int64_t> first(static_cast<size_t>(R));
+  std::vector<int64_t>& first = rank_first_;
+  first.resize(size_t(R));
   float* all = nullptr;
   {
     profile::Scope s(profile::Stage::MoeCombine);

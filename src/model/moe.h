@@ -108,7 +108,7 @@ class MoeFeedForward : public FeedForwardBlock {
   std::vector<float> sel_w_;
   std::vector<std::vector<int32_t>> by_expert_;  // per expert: its (token, expert) pairs t * top_k + k, ascending
   std::vector<int32_t> owner_, slot_;            // expert parallelism, per pair: the rank computing it, its row there
-  std::vector<int64_t> rank_rows_;
+  std::vector<int64_t> rank_rows_, rank_first_;  // expert parallelism: each rank's rows, then floats; its first row
   std::vector<uint64_t> counts_total_;
   std::vector<uint64_t> rank_tokens_total_;
   void forward_expert_parallel(const float* h, int64_t T, float* out, const ForwardContext& ctx);

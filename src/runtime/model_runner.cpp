@@ -236,19 +236,19 @@ void ModelRunner::run_pipeline(std::span<const BatchItem> batch, float* logits) 
 
 SampledToken ModelRunner::sample(float* logits, Sampler& sampler, std::span<const int32_t> history, int top_logprobs) {
   const int64_t V = vocab_size();
-  // NaN or +inf (non-finite weights, an overflow) would sample a meaningless
-  // token; -inf is a masked token and fine.
-  bool finite = true;
-  for (int64_t i = 0; i < V; ++i) finite &= logits[i] < INFINITY;
-  if (!finite) {
-    int64_t i = 0;
-    while (logits[i] < INFINITY) ++i;
-    fail("the model computed a non-finite logit (", logits[i], " for token ", i,
-         "): its weights or activations are not finite");
-  }
+  // NaN or +inf logits (non-finite weights, an overflow) sample no token or
+  // one whose logit is not a number; checked on the sampled token only, not
+  // over the vocabulary each step (-inf is a masked token, never sampled).
+  auto checked = [&](int32_t id) {
+    if (id < 0 || !(logits[id] < INFINITY))
+      fail("the model computed a non-finite logit (",
+           id < 0 ? str("no token could be sampled") : str(logits[id], " for token ", id),
+           "): its weights or activations are not finite");
+    return id;
+  };
   SampledToken out;
   if (top_logprobs < 0) {
-    out.id = sampler.sample(logits, V, history);
+    out.id = checked(sampler.sample(logits, V, history));
     return out;
   }
   // Logprobs of the model's own distribution, before the sampler's penalty
@@ -265,7 +265,7 @@ SampledToken ModelRunner::sample(float* logits, Sampler& sampler, std::span<cons
     return scratch_[size_t(a)] > scratch_[size_t(b)] || (scratch_[size_t(a)] == scratch_[size_t(b)] && a < b);
   });
   for (int64_t j = 0; j < k; ++j) out.top.push_back({idx_[size_t(j)], scratch_[size_t(idx_[size_t(j)])] - lse});
-  out.id = sampler.sample(logits, V, history);
+  out.id = checked(sampler.sample(logits, V, history));
   out.logprob = scratch_[size_t(out.id)] - lse;
   return out;
 }

@@ -111,6 +111,18 @@ json expected_cases(int n, int max_tokens, const std::string& model = stories_di
   return cases;
 }
 
+// tests/server/openai_concurrent.mjs against the server: every case's
+// greedy ids, streamed and not, through the `openai` npm client.
+void expect_openai_clients_get(const MpiServer& server, const std::string& npm_dir, const json& cases) {
+  std::string out;
+  const int rc = sh("OPENAI_NPM_DIR=" + quote(npm_dir) + " RINFER_URL=" + quote(server.url()) + " CASES=" +
+                        quote(cases.dump()) + " timeout 120 node " +
+                        quote(std::string(RINFER_SOURCE_DIR) + "/tests/server/openai_concurrent.mjs"),
+                    out);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("all checks passed"), std::string::npos) << out;
+}
+
 class ServeSplit : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(ServeSplit, SixteenConcurrentGreedyStreamsMatchRinferRun) {
@@ -120,13 +132,7 @@ TEST_P(ServeSplit, SixteenConcurrentGreedyStreamsMatchRinferRun) {
   const json cases = expected_cases(16, 24);
   MpiServer server(2, GetParam());
   ASSERT_TRUE(server.wait_up()) << GetParam() << " did not come up:\n" << server.output();
-  std::string out;
-  const int rc = sh("OPENAI_NPM_DIR=" + quote(npm_dir) + " RINFER_URL=" + quote(server.url()) + " CASES=" +
-                        quote(cases.dump()) + " timeout 120 node " +
-                        quote(std::string(RINFER_SOURCE_DIR) + "/tests/server/openai_concurrent.mjs"),
-                    out);
-  EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("all checks passed"), std::string::npos) << out;
+  expect_openai_clients_get(server, npm_dir, cases);
   const std::string m = server.metrics();
   if (std::string(GetParam()).find("--pp 2") != std::string::npos) {
     // Stage 0 waits for stage 1 and the other way round: some bubble, never all.
@@ -165,13 +171,7 @@ TEST(ServerParallel, ExpertParallelWithRebalancingServesWhatOneProcessGenerates)
   const fs::path stats = fs::temp_directory_path() / ("rinfer-ep-stats-" + std::to_string(getpid()) + ".json");
   MpiServer server(2, "--ep 2 --rebalance-every 4 --expert-stats " + quote(stats.string()), model);
   ASSERT_TRUE(server.wait_up()) << server.output();
-  std::string out;
-  const int rc = sh("OPENAI_NPM_DIR=" + quote(npm_dir) + " RINFER_URL=" + quote(server.url()) + " CASES=" +
-                        quote(cases.dump()) + " timeout 120 node " +
-                        quote(std::string(RINFER_SOURCE_DIR) + "/tests/server/openai_concurrent.mjs"),
-                    out);
-  EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("all checks passed"), std::string::npos) << out;
+  expect_openai_clients_get(server, npm_dir, cases);
   const std::string m = server.metrics();
   const auto at = m.find("\nrinfer_expert_moves_total ");
   ASSERT_NE(at, std::string::npos) << m;
