@@ -43,7 +43,8 @@ struct ServeOptions {
   std::string model, host = "127.0.0.1", api_key, served_name, kv_cache_memory, scheduler = "fifo", expert_stats;
   int port = 8000;
   int64_t max_num_seqs = 64, max_batch_tokens = 2048, max_model_len = 0, max_waiting = 128, max_tokens = 0;
-  int64_t max_body_bytes = 1 << 20;
+  int64_t max_body_bytes = 1 << 20, max_connections = 1024, max_connections_per_client = 256;
+  double request_timeout = 30;
   bool no_prefix_caching = false;
   RuntimeOptions rt;
 };
@@ -92,6 +93,14 @@ Runner add_serve(CLI::App& app) {
                   "MoE models: write the tokens routed to each expert of each layer while serving (the input of "
                   "rinfer plan-experts), every 10 s and on shutdown");
   cmd->add_option("--max-body-bytes", o->max_body_bytes, "Largest request body")->check(integer_in(1024));
+  cmd->add_option("--max-connections", o->max_connections, "Connections held at once; beyond, 503 (default 1024)")
+      ->check(integer_in(1, 1 << 16));
+  cmd->add_option("--max-connections-per-client", o->max_connections_per_client,
+                  "Connections held at once from one client address; beyond, 503 (default 256)")
+      ->check(integer_in(1, 1 << 16));
+  cmd->add_option("--request-timeout", o->request_timeout,
+                  "Seconds a request (headers and body) may take to arrive from its first byte (default 30)")
+      ->check(number_in(0.1, 3600.0));
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Do not share KV blocks of identical prompt prefixes");
   add_runtime_options(cmd, o->rt);
   cmd->add_option("--micro-batches", o->rt.micro_batches,
@@ -163,6 +172,9 @@ Runner add_serve(CLI::App& app) {
     so.api_key = o->api_key;
     so.model_name = o->served_name.empty() ? s->lm.name : o->served_name;
     so.max_body_bytes = size_t(o->max_body_bytes);
+    so.max_connections = size_t(o->max_connections);
+    so.max_connections_per_client = size_t(o->max_connections_per_client);
+    so.request_timeout_s = o->request_timeout;
     so.max_tokens_limit = o->max_tokens;
     server::HttpServer http(engine, *s->tokenizer, eos, so);
     const int port = http.bind();

@@ -1,6 +1,5 @@
 #include "convert/model_dir.h"
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -9,6 +8,7 @@
 #include <fstream>
 #include <set>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "io/safetensors.h"
 
@@ -133,25 +133,18 @@ ConvertStats convert_to_dir(const std::string& hf_dir, const std::string& out_di
   RINFER_CHECK(fs::is_directory(parent), "parent directory of --out (", parent.string(), ") does not exist");
   // Build under a temporary name in the same folder and rename at the end:
   // an interrupted conversion leaves nothing that looks like a model.
-  fs::path tmp = parent / (out.filename().string() + ".tmp-" + std::to_string(getpid()));
-  fs::remove_all(tmp);
-  fs::create_directory(tmp);
-  try {
-    ModelDirWriter writer(tmp.string(), hf, opts);
-    ConvertStats stats = convert_tensors(hf, opts, writer);
-    for (const char* f : kTokenizerFiles) {
-      fs::path src = fs::path(hf_dir) / f;
-      if (fs::exists(src)) fs::copy_file(src, tmp / f);
-    }
-    fs::copy_file(fs::path(hf_dir) / "config.json", tmp / "hf_config.json");
-    writer.finish(stats);
-    fs::rename(tmp, out);
-    return stats;
-  } catch (...) {
-    std::error_code ec;
-    fs::remove_all(tmp, ec);
-    throw;
+  StagingDir staging(out);
+  const fs::path& tmp = staging.path();
+  ModelDirWriter writer(tmp.string(), hf, opts);
+  ConvertStats stats = convert_tensors(hf, opts, writer);
+  for (const char* f : kTokenizerFiles) {
+    fs::path src = fs::path(hf_dir) / f;
+    if (fs::exists(src)) fs::copy_file(src, tmp / f);
   }
+  fs::copy_file(fs::path(hf_dir) / "config.json", tmp / "hf_config.json");
+  writer.finish(stats);
+  staging.commit();
+  return stats;
 }
 
 namespace {

@@ -1,6 +1,5 @@
 #include "convert/synth.h"
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -10,6 +9,7 @@
 
 #include "convert/hf_checkpoint.h"
 #include "core/buffer.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "model/architecture.h"
@@ -357,105 +357,97 @@ void synth_checkpoint(const SynthOptions& o) {
   fs::path out = fs::path(o.out).lexically_normal();
   if (!out.has_filename()) out = out.parent_path();  // "dir/" names dir, not a child of it
   RINFER_CHECK(!fs::exists(out), "output directory ", o.out, " already exists; remove it or choose another --out");
-  fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
-  fs::create_directories(parent);
-  fs::path tmp = parent / (out.filename().string() + ".tmp-" + std::to_string(getpid()));
-  fs::remove_all(tmp);
-  fs::create_directory(tmp);
-  try {
-    json cfg = preset.config;
-    cfg["torch_dtype"] = o.dtype == DType::F32 ? "float32" : o.dtype == DType::F16 ? "float16" : "bfloat16";
-    if (o.layers > 0) {
-      // Same per-layer shapes, fewer layers: for quick runs and memory tests.
-      if (cfg.contains("num_layers")) cfg["num_layers"] = o.layers;
-      cfg["num_hidden_layers"] = o.layers;
-    }
-    if (o.fp8)
-      cfg["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"activation_scheme", "dynamic"},
-                                    {"weight_block_size", {kFp8Block, kFp8Block}}};
-    const Architecture& arch = find_architecture(cfg["architectures"][0].get<std::string>());
-    const ModelConfig mc = arch.parse_hf_config(cfg);
-    write_file(tmp / "config.json", cfg.dump(2) + "\n");
-
-    // Tensors in HF order, split into shards of at most max_shard_bytes.
-    std::vector<TensorSpec> specs;
-    for (int64_t g = kGlobalGroup; g < mc.n_layers; ++g) {
-      auto gs = arch.hf_tensor_specs(mc, g);
-      specs.insert(specs.end(), gs.begin(), gs.end());
-    }
-    std::vector<std::vector<size_t>> shards(1);
-    uint64_t shard_bytes = 0;
-    for (size_t i = 0; i < specs.size(); ++i) {
-      const DType dt = specs[i].role == TensorRole::Vector ? DType::F32 : o.dtype;
-      uint64_t b = uint64_t(numel(specs[i].shape)) * dtype_size(dt);
-      if (shard_bytes > 0 && shard_bytes + b > o.max_shard_bytes) {
-        shards.emplace_back();
-        shard_bytes = 0;
-      }
-      shards.back().push_back(i);
-      shard_bytes += b;
-    }
-    json weight_map = json::object();
-    uint64_t total = 0;
-    for (size_t s = 0; s < shards.size(); ++s) {
-      char name[64];
-      if (shards.size() == 1)
-        std::snprintf(name, sizeof name, "model.safetensors");
-      else
-        std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
-      std::vector<Buffer> data;
-      io::SafetensorsWriter w;
-      w.set_metadata("format", "pt");
-      for (size_t i : shards[s]) {
-        const auto& spec = specs[i];
-        const uint64_t seed = o.seed * 1000003ull + i;
-        if (o.fp8 && spec.role == TensorRole::Matrix && spec.shape.size() == 2 && spec.name != "lm_head.weight") {
-          // DeepSeek-V3 layout: e4m3 values and one f32 scale per 128x128
-          // block, w = q * weight_scale_inv. The same seed gives the same
-          // underlying weights as a non-FP8 synth, to compare against.
-          Buffer q, sc;
-          Shape sc_shape;
-          fp8_quantize_random(spec, seed, mc.hidden_size, q, sc, sc_shape);
-          w.add(spec.name, DType::F8_E4M3, spec.shape, q.data());
-          w.add(spec.name + "_scale_inv", DType::F32, sc_shape, sc.data());
-          weight_map[spec.name] = name;
-          weight_map[spec.name + "_scale_inv"] = name;
-          data.push_back(std::move(q));
-          data.push_back(std::move(sc));
-          continue;
-        }
-        // HF keeps norms in the checkpoint dtype; only rinfer upcasts them.
-        const DType dt = o.dtype;
-        Buffer b(size_t(numel(spec.shape)) * dtype_size(dt));
-        fill_random(spec, dt, seed, b.data(), mc.hidden_size);
-        w.add(spec.name, dt, spec.shape, b.data());
-        data.push_back(std::move(b));
-        weight_map[spec.name] = name;
-      }
-      total += w.data_bytes();
-      w.write((tmp / name).string());
-    }
-    if (shards.size() > 1)
-      write_file(tmp / "model.safetensors.index.json",
-                 json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(2) + "\n");
-
-    write_file(tmp / "tokenizer.model", synth_sentencepiece_model(mc.vocab_size));
-    json tok_cfg = {{"add_bos_token", true},  {"add_eos_token", false}, {"bos_token", "<s>"},
-                    {"eos_token", "</s>"},    {"unk_token", "<unk>"},   {"legacy", true},
-                    {"tokenizer_class", "LlamaTokenizer"}, {"model_max_length", mc.max_position_embeddings}};
-    write_file(tmp / "tokenizer_config.json", tok_cfg.dump(2) + "\n");
-    write_file(tmp / "special_tokens_map.json",
-               json{{"bos_token", "<s>"}, {"eos_token", "</s>"}, {"unk_token", "<unk>"}}.dump(2) + "\n");
-    write_file(tmp / "generation_config.json", json{{"bos_token_id", 1}, {"eos_token_id", 2}}.dump(2) + "\n");
-    write_file(tmp / "README.md", "Synthetic " + preset.name + " checkpoint made by `rinfer synth` (seed " +
-                                      std::to_string(o.seed) +
-                                      "): random weights with real shapes. It produces nonsense text.\n");
-    fs::rename(tmp, out);
-  } catch (...) {
-    std::error_code ec;
-    fs::remove_all(tmp, ec);
-    throw;
+  fs::create_directories(out.has_parent_path() ? out.parent_path() : fs::path("."));
+  StagingDir staging(out);
+  const fs::path& tmp = staging.path();
+  json cfg = preset.config;
+  cfg["torch_dtype"] = o.dtype == DType::F32 ? "float32" : o.dtype == DType::F16 ? "float16" : "bfloat16";
+  if (o.layers > 0) {
+    // Same per-layer shapes, fewer layers: for quick runs and memory tests.
+    if (cfg.contains("num_layers")) cfg["num_layers"] = o.layers;
+    cfg["num_hidden_layers"] = o.layers;
   }
+  if (o.fp8)
+    cfg["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"activation_scheme", "dynamic"},
+                                  {"weight_block_size", {kFp8Block, kFp8Block}}};
+  const Architecture& arch = find_architecture(cfg["architectures"][0].get<std::string>());
+  const ModelConfig mc = arch.parse_hf_config(cfg);
+  write_file(tmp / "config.json", cfg.dump(2) + "\n");
+
+  // Tensors in HF order, split into shards of at most max_shard_bytes.
+  std::vector<TensorSpec> specs;
+  for (int64_t g = kGlobalGroup; g < mc.n_layers; ++g) {
+    auto gs = arch.hf_tensor_specs(mc, g);
+    specs.insert(specs.end(), gs.begin(), gs.end());
+  }
+  std::vector<std::vector<size_t>> shards(1);
+  uint64_t shard_bytes = 0;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const DType dt = specs[i].role == TensorRole::Vector ? DType::F32 : o.dtype;
+    uint64_t b = uint64_t(numel(specs[i].shape)) * dtype_size(dt);
+    if (shard_bytes > 0 && shard_bytes + b > o.max_shard_bytes) {
+      shards.emplace_back();
+      shard_bytes = 0;
+    }
+    shards.back().push_back(i);
+    shard_bytes += b;
+  }
+  json weight_map = json::object();
+  uint64_t total = 0;
+  for (size_t s = 0; s < shards.size(); ++s) {
+    char name[64];
+    if (shards.size() == 1)
+      std::snprintf(name, sizeof name, "model.safetensors");
+    else
+      std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
+    std::vector<Buffer> data;
+    io::SafetensorsWriter w;
+    w.set_metadata("format", "pt");
+    for (size_t i : shards[s]) {
+      const auto& spec = specs[i];
+      const uint64_t seed = o.seed * 1000003ull + i;
+      if (o.fp8 && spec.role == TensorRole::Matrix && spec.shape.size() == 2 && spec.name != "lm_head.weight") {
+        // DeepSeek-V3 layout: e4m3 values and one f32 scale per 128x128
+        // block, w = q * weight_scale_inv. The same seed gives the same
+        // underlying weights as a non-FP8 synth, to compare against.
+        Buffer q, sc;
+        Shape sc_shape;
+        fp8_quantize_random(spec, seed, mc.hidden_size, q, sc, sc_shape);
+        w.add(spec.name, DType::F8_E4M3, spec.shape, q.data());
+        w.add(spec.name + "_scale_inv", DType::F32, sc_shape, sc.data());
+        weight_map[spec.name] = name;
+        weight_map[spec.name + "_scale_inv"] = name;
+        data.push_back(std::move(q));
+        data.push_back(std::move(sc));
+        continue;
+      }
+      // HF keeps norms in the checkpoint dtype; only rinfer upcasts them.
+      const DType dt = o.dtype;
+      Buffer b(size_t(numel(spec.shape)) * dtype_size(dt));
+      fill_random(spec, dt, seed, b.data(), mc.hidden_size);
+      w.add(spec.name, dt, spec.shape, b.data());
+      data.push_back(std::move(b));
+      weight_map[spec.name] = name;
+    }
+    total += w.data_bytes();
+    w.write((tmp / name).string());
+  }
+  if (shards.size() > 1)
+    write_file(tmp / "model.safetensors.index.json",
+               json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(2) + "\n");
+
+  write_file(tmp / "tokenizer.model", synth_sentencepiece_model(mc.vocab_size));
+  json tok_cfg = {{"add_bos_token", true},  {"add_eos_token", false}, {"bos_token", "<s>"},
+                  {"eos_token", "</s>"},    {"unk_token", "<unk>"},   {"legacy", true},
+                  {"tokenizer_class", "LlamaTokenizer"}, {"model_max_length", mc.max_position_embeddings}};
+  write_file(tmp / "tokenizer_config.json", tok_cfg.dump(2) + "\n");
+  write_file(tmp / "special_tokens_map.json",
+             json{{"bos_token", "<s>"}, {"eos_token", "</s>"}, {"unk_token", "<unk>"}}.dump(2) + "\n");
+  write_file(tmp / "generation_config.json", json{{"bos_token_id", 1}, {"eos_token_id", 2}}.dump(2) + "\n");
+  write_file(tmp / "README.md", "Synthetic " + preset.name + " checkpoint made by `rinfer synth` (seed " +
+                                    std::to_string(o.seed) +
+                                    "): random weights with real shapes. It produces nonsense text.\n");
+  staging.commit();
 }
 
 }  // namespace rinfer

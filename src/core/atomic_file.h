@@ -3,7 +3,9 @@
 // temporary name in the same folder, fsynced, then renamed over the final
 // path, so a crash or an error never leaves a half-written file behind.
 #include <cstddef>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 namespace rinfer {
 
@@ -27,5 +29,28 @@ class AtomicFileWriter {
   int fd_ = -1;
   bool committed_ = false;
 };
+
+// A folder built under NAME.tmp-<pid> beside its final path and renamed
+// into place by commit(); removed on every other path.
+class StagingDir {
+ public:
+  // The final path must not exist; its parent must.
+  explicit StagingDir(const std::filesystem::path& final_path);
+  ~StagingDir();
+  StagingDir(const StagingDir&) = delete;
+  StagingDir& operator=(const StagingDir&) = delete;
+
+  const std::filesystem::path& path() const { return tmp_; }
+  void commit();
+
+ private:
+  std::filesystem::path final_, tmp_;
+  bool committed_ = false;
+};
+
+// Removes what a killed process left of its outputs to `final_path`: the
+// temporaries NAME.tmp-<pid>[-<n>] beside it whose process no longer runs.
+// Returns their names (for a note to the user).
+std::vector<std::string> remove_stale_temporaries(const std::filesystem::path& final_path);
 
 }  // namespace rinfer

@@ -133,6 +133,19 @@ void CompletionSession::cancel() {
     if (c.engine_id >= 0 && !c.engine_done) ctx_.engine.cancel(c.engine_id);
 }
 
+void CompletionSession::abandon() {
+  cancel();
+  // A cancel lands at the engine's next step; one long prefill step is the
+  // most this waits for.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!done() && std::chrono::steady_clock::now() < until) poll(std::chrono::milliseconds(50), nullptr);
+  for (auto& c : choices_)
+    if (c.engine_id >= 0 && !c.engine_done) {
+      c.engine_done = true;
+      ctx_.metrics.observe_finished("cancelled", GenerationEvent{});
+    }
+}
+
 bool CompletionSession::done() const {
   for (const auto& c : choices_)
     if (!c.engine_done) return false;

@@ -48,7 +48,11 @@ class CompletionSession {
   // when nothing arrived.
   bool poll(std::chrono::milliseconds timeout, std::vector<nlohmann::json>* chunks);
   bool done() const;
-  void cancel();  // the client went away
+  void cancel();
+  // The client went away: cancels, then waits (bounded) for the engine's
+  // last events so that the choices are counted in the metrics as what
+  // they became (mostly "cancelled").
+  void abandon();
 
   bool stream() const { return params_.stream; }
   bool include_usage() const { return params_.include_usage; }

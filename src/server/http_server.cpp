@@ -3,13 +3,19 @@
 #include <chrono>
 #include <ctime>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "server/completion_session.h"
+#include "server/connection_limiter.h"
+#include "server/connection_stream.h"
+#include "server/growing_task_queue.h"
 #include "server/openai_protocol.h"
 
 namespace rinfer::server {
@@ -41,28 +47,86 @@ bool same_key(const std::string& given, const std::string& key) {
 }
 }  // namespace
 
-namespace {
-// Debian's cpp-httplib listens with a backlog of 5: a burst of clients
-// connecting at once would see SYNs dropped and retry a second later.
-// Linux lets listen() be called again to raise it.
-class Listener : public httplib::Server {
+// The connection loop is ours, not httplib's: one ConnectionStream for the
+// connection's whole life (pipelining, the request deadline, NUL in
+// headers), and the connection caps before any byte is read. httplib still
+// parses each request and runs the routes (process_request).
+class HttpServer::Listener : public httplib::Server {
  public:
+  Listener(const ServerOptions& opts, Metrics& metrics)
+      : opts_(opts), metrics_(metrics), limiter_(opts.max_connections, opts.max_connections_per_client) {}
+
+  // Debian's cpp-httplib listens with a backlog of 5: a burst of clients
+  // connecting at once would see SYNs dropped and retry a second later.
+  // Linux lets listen() be called again to raise it.
   void raise_backlog(int n) { ::listen(svr_sock_, n); }
+
+  // The connection of the request this thread is handling.
+  static ConnectionStream* current() { return current_; }
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    bool ok = false;
+    if (auto slot = limiter_.acquire(socket_ip(sock))) {
+      ok = serve_connection(sock);
+    } else {
+      refuse(sock);
+      metrics_.count_rejected(503);
+    }
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+    return ok;
+  }
+
+  bool serve_connection(int sock) {
+    // Streams are many small writes (chunk header, data, trailer): Nagle's
+    // algorithm would hold them back for the client's delayed ACK (~40 ms).
+    const int one = 1;
+    ::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    ConnectionStream strm(sock, std::chrono::seconds(read_timeout_sec_), to_ms(opts_.request_timeout_s));
+    current_ = &strm;
+    bool ok = false;
+    for (size_t left = keep_alive_max_count_; left > 0; --left) {
+      if (!strm.next_request(to_ms(opts_.idle_timeout_s), [this] { return svr_sock_ == INVALID_SOCKET; })) break;
+      bool closed = false;
+      ok = process_request(strm, left == 1, closed, nullptr);
+      if (!ok || closed || strm.closing()) break;
+    }
+    current_ = nullptr;
+    return ok;
+  }
+
+  static void refuse(int sock) {
+    const std::string body = error_body("too many connections; try again later", "server_error", "", "server_overloaded");
+    const std::string msg = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+                            "Connection: close\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    // Best effort: the socket is fresh, so this fits its send buffer.
+    (void)::send(sock, msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+
+  static std::chrono::milliseconds to_ms(double s) { return std::chrono::milliseconds(int64_t(s * 1000)); }
+
+  const ServerOptions& opts_;
+  Metrics& metrics_;
+  ConnectionLimiter limiter_;
+  static thread_local ConnectionStream* current_;
 };
-}  // namespace
+
+thread_local ConnectionStream* HttpServer::Listener::current_ = nullptr;
 
 HttpServer::HttpServer(Engine& engine, const Tokenizer& tokenizer, std::vector<int32_t> eos_ids, ServerOptions opts)
     : engine_(engine), tokenizer_(tokenizer), eos_ids_(std::move(eos_ids)), opts_(std::move(opts)),
-      http_(std::make_unique<Listener>()), started_(int64_t(std::time(nullptr))) {
-  size_t threads = opts_.http_threads > 0
-                       ? size_t(opts_.http_threads)
-                       : size_t(engine.options().scheduler.max_num_seqs + engine.options().max_waiting + 8);
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+      started_(int64_t(std::time(nullptr))) {
+  RINFER_CHECK(opts_.max_connections >= 1 && opts_.max_connections_per_client >= 1,
+               "connection caps must be at least 1");
+  RINFER_CHECK(opts_.request_timeout_s > 0 && opts_.idle_timeout_s > 0, "server timeouts must be positive");
+  http_ = std::make_unique<Listener>(opts_, metrics_);
+  // A thread for every connection held, and a few more that answer 503 to
+  // those beyond the caps.
+  const size_t threads = opts_.max_connections + 8;
+  http_->new_task_queue = [threads] { return new GrowingTaskQueue(threads); };
   http_->set_payload_max_length(opts_.max_body_bytes);
   http_->set_keep_alive_max_count(1000);
-  // Streams are many small writes (chunk header, data, trailer): Nagle's
-  // algorithm would hold them back for the client's delayed ACK (~40 ms).
-  http_->set_tcp_nodelay(true);
   routes();
 }
 
@@ -71,7 +135,7 @@ HttpServer::~HttpServer() { stop(); }
 int HttpServer::bind() {
   int port = opts_.port == 0 ? http_->bind_to_any_port(opts_.host) : (http_->bind_to_port(opts_.host, opts_.port) ? opts_.port : -1);
   RINFER_CHECK(port > 0, "cannot listen on ", opts_.host, ":", opts_.port, " (address in use or not local?)");
-  static_cast<Listener*>(http_.get())->raise_backlog(1024);
+  http_->raise_backlog(1024);
   return port;
 }
 
@@ -85,6 +149,13 @@ void HttpServer::stop() {
 void HttpServer::routes() {
   auto& s = *http_;
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    ConnectionStream* conn = Listener::current();
+    if (conn && conn->header_has_nul()) {
+      send_error(res, 400, "request headers must not contain NUL bytes", "invalid_request_error");
+      metrics_.count_rejected(400);
+      conn->close_after_response();
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (opts_.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
     const std::string prefix = "Bearer ";
@@ -93,6 +164,7 @@ void HttpServer::routes() {
     send_error(res, 401, "invalid or missing API key (send 'Authorization: Bearer KEY')", "invalid_request_error", "",
                "invalid_api_key");
     metrics_.count_rejected(401);
+    if (conn) conn->close_after_response();
     return httplib::Server::HandlerResponse::Handled;
   });
   // Statuses httplib sets itself (404 no route, 413 body too large, 400
@@ -104,6 +176,8 @@ void HttpServer::routes() {
                       : res.status == 405 ? "method not allowed"
                                           : "bad request";
     if (res.status == 413) metrics_.count_rejected(413);
+    // What follows an unread body or a malformed request is not a request.
+    if ((res.status == 413 || res.status == 400) && Listener::current()) Listener::current()->close_after_response();
     send_error(res, res.status, msg, "invalid_request_error");
     return httplib::Server::HandlerResponse::Handled;
   }));
@@ -157,7 +231,7 @@ void HttpServer::completion(const std::string& body, bool chat, void* res_ptr) {
   // Both kinds of response are written by a chunked provider running on
   // this connection's thread: it waits for the engine's events and notices
   // a client that went away when a write fails, cancelling the request.
-  auto releaser = [session](bool) { session->cancel(); };
+  auto releaser = [session](bool) { session->abandon(); };
   if (session->stream()) {
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(

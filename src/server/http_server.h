@@ -4,9 +4,11 @@
 //   GET  /v1/models, /health, /metrics
 // Every error is OpenAI's error object. With an API key, /v1/* needs
 // "Authorization: Bearer KEY"; /health and /metrics stay open (probes and
-// scrapers). One HTTP thread serves one connection; a streaming or waiting
-// request holds its thread, so there are enough threads for every running
-// and queued sequence.
+// scrapers). One HTTP thread serves one connection (requests pipelined on
+// it are answered in order); a streaming or waiting request holds its
+// thread. Connections are capped in all and per client address (503
+// beyond), and a request must arrive whole within request_timeout of its
+// first byte, so slow or numerous clients cannot take every thread.
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -32,7 +34,10 @@ struct ServerOptions {
   size_t max_body_bytes = 1 << 20;   // larger requests get 413
   int64_t max_tokens_limit = 0;      // per request; 0: max_model_len
   int max_n = 16;                    // choices per request at most
-  int http_threads = 0;              // 0: max_num_seqs + max_waiting + 8
+  size_t max_connections = 1024;     // held at once, each with its thread
+  size_t max_connections_per_client = 256;  // from one client address
+  double request_timeout_s = 30;     // headers + body, from the first byte
+  double idle_timeout_s = 5;         // keep-alive: wait for a next request
   // The model's chat template for /v1/chat/completions; null: the plain
   // fallback format of chat_prompt.h. Owned by the caller.
   const ChatTemplate* chat_template = nullptr;
@@ -53,6 +58,7 @@ class HttpServer {
   Metrics& metrics() { return metrics_; }
 
  private:
+  class Listener;
   void routes();
   void completion(const std::string& body, bool chat, void* res);
 
@@ -61,7 +67,7 @@ class HttpServer {
   std::vector<int32_t> eos_ids_;
   ServerOptions opts_;
   Metrics metrics_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<Listener> http_;
   std::atomic<bool> stopping_{false};
   int64_t started_ = 0;  // unix time, for /v1/models
 };

@@ -46,7 +46,8 @@ void Metrics::observe_finished(const std::string& finish_reason, const Generatio
   ++finished_[finish_reason];
   if (last.n_generated > 0) ttft_.observe(last.ttft_s);
   if (last.n_generated > 1) tpot_.observe((last.e2e_s - last.ttft_s) / double(last.n_generated - 1));
-  e2e_.observe(last.e2e_s);
+  // A choice given up on before its engine's last event came has no times.
+  if (last.e2e_s > 0) e2e_.observe(last.e2e_s);
 }
 
 void Metrics::count_rejected(int http_status) {

@@ -1,4 +1,9 @@
 // `rinfer convert` round trips and `rinfer validate` against golden logits.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+
 #include "core/cpu_features.h"
 #include "cli_util.h"
 
@@ -80,6 +85,44 @@ TEST(CliConvert, TrailingSlashNamesTheOutputDirectory) {
   const json j = run_json("run --model " + quote(m.string()) + " --prompt hi -n 4 --json --threads 1");
   EXPECT_EQ(ids_of(j, "output_ids").size(), 4u);
   expect_fails("run --model " + quote(m.string()) + " --prompt hi -n 4 --dtype f32", "already converted");
+}
+
+// A pid no process has now: a child that has exited and been reaped.
+pid_t dead_pid() {
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  waitpid(child, nullptr, 0);
+  return child;
+}
+
+TEST(CliConvert, TemporariesOfAKilledRunAreRemovedNextTime) {
+  TempDir tmp;
+  const fs::path m = tmp.path / "m";
+  // What a killed convert or synth leaves: its staging folder, and a file
+  // written under its temporary name.
+  const fs::path stale_dir = tmp.path / ("m.tmp-" + std::to_string(dead_pid()));
+  const fs::path stale_file = tmp.path / ("m.tmp-" + std::to_string(dead_pid()) + "-3");
+  fs::create_directory(stale_dir);
+  std::ofstream(stale_dir / "model_desc.json") << "{";
+  std::ofstream(stale_file) << "x";
+  // Another writer's, still running (this test), and names that only look alike.
+  const fs::path live = tmp.path / ("m.tmp-" + std::to_string(getpid()) + "-1");
+  const fs::path other = tmp.path / ("mm.tmp-" + std::to_string(dead_pid()));
+  const fs::path not_pid = tmp.path / "m.tmp-abc";
+  for (const auto& p : {live, other, not_pid}) std::ofstream(p) << "x";
+  CmdResult r = run_rinfer(convert_cmd(stories_hf(), m, "f32"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("removed " + stale_dir.string() + ", left by an interrupted run"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(stale_dir));
+  EXPECT_FALSE(fs::exists(stale_file));
+  for (const auto& p : {live, other, not_pid}) EXPECT_TRUE(fs::exists(p)) << p;
+  EXPECT_TRUE(fs::is_regular_file(m / "model_desc.json"));
+  // synth cleans up the same way.
+  const fs::path s = tmp.path / "s", stale_synth = tmp.path / ("s.tmp-" + std::to_string(dead_pid()));
+  fs::create_directory(stale_synth);
+  r = run_rinfer("synth --preset tiny --out " + quote(s.string()) + " --dtype f32");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(stale_synth));
 }
 
 TEST(CliValidate, GoldenLlamaPasses) {

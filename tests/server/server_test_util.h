@@ -46,6 +46,7 @@ class TestServer {
     std::vector<int32_t> eos = lm_.config.eos_token_ids;
     if (tokenizer_->eos_id() >= 0 && std::find(eos.begin(), eos.end(), tokenizer_->eos_id()) == eos.end())
       eos.push_back(tokenizer_->eos_id());
+    http_opts_ = o.http;
     http_ = std::make_unique<server::HttpServer>(*engine_, *tokenizer_, eos, o.http);
     port_ = http_->bind();
     thread_ = std::thread([this] { http_->serve(); });
@@ -55,6 +56,7 @@ class TestServer {
     thread_.join();
   }
   int port() const { return port_; }
+  const server::ServerOptions& http_options() const { return http_opts_; }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   Engine& engine() { return *engine_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
@@ -106,6 +108,7 @@ class TestServer {
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<Engine> engine_;
+  server::ServerOptions http_opts_;
   std::unique_ptr<server::HttpServer> http_;
   std::thread thread_;
   int port_ = 0;
