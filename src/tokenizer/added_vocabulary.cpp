@@ -1,6 +1,7 @@
 #include "tokenizer/added_vocabulary.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include "tokenizer/normalizer.h"
 #include "tokenizer/unicode/unicode.h"
@@ -106,14 +107,16 @@ void AddedVocabulary::cut(const Trie& trie, std::string_view text, bool parse_sp
         continue;
       }
     }
+    auto space = [&](uint32_t cp) {
+      return t.strip_ascii ? cp < 0x80 && std::isspace(int(cp)) : unicode::is_whitespace(cp);
+    };
     if (t.lstrip) {
-      while (start > piece_start && unicode::is_whitespace(char_at(text, prev_char(text, start))))
-        start = prev_char(text, start);
+      while (start > piece_start && space(char_at(text, prev_char(text, start)))) start = prev_char(text, start);
     }
     if (t.rstrip) {
       while (stop < text.size()) {
         size_t len = 0;
-        if (!unicode::is_whitespace(utf8::decode_at(text, stop, &len))) break;
+        if (!space(utf8::decode_at(text, stop, &len))) break;
         stop += len;
       }
     }

@@ -22,6 +22,8 @@ struct AddedToken {
   bool special = false;
   bool lstrip = false, rstrip = false, single_word = false;
   bool normalized = false;
+  // lstrip / rstrip take only ASCII whitespace (llama.cpp's isspace), not Unicode's.
+  bool strip_ascii = false;
 };
 
 class AddedVocabulary {

@@ -1,12 +1,15 @@
 #include "tokenizer/gguf_vocab.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <fstream>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "tokenizer/bpe_model.h"
+#include "tokenizer/gguf_wordpiece.h"
 #include "tokenizer/pipeline_tokenizer.h"
-#include "tokenizer/wordpiece_model.h"
 
 namespace rinfer {
 
@@ -112,7 +115,10 @@ std::vector<std::string> pre_regexes(const std::string& pre, const std::string& 
       R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
   const std::string qwen2 =
       R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-  if (pre == "gpt-2" || pre == "mpt" || pre == "olmo" || pre == "default" || pre.empty()) return {gpt2};
+  if (pre == "gpt-2" || pre == "mpt" || pre == "olmo") return {gpt2};
+  // llama.cpp's list for a missing or "default" pre-tokenizer (gpt-neox's files have none).
+  if (pre == "default" || pre.empty())
+    return {R"([\p{P}\$\+<=>\^~\|]+)", gpt2, "\\p{N}+", "[0-9][0-9][0-9]"};
   if (pre == "llama-bpe" || pre == "llama3" || pre == "dbrx" || pre == "smaug-bpe") return {llama3};
   if (pre == "qwen2" || pre == "deepseek-r1-qwen") return {qwen2};
   if (pre == "starcoder" || pre == "refact" || pre == "command-r") return {"\\p{N}", gpt2};
@@ -130,6 +136,67 @@ std::vector<std::string> pre_regexes(const std::string& pre, const std::string& 
             "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| "
             "?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"};
   fail("tokenizer: ", file, ": unsupported GGUF pre-tokenizer \"", pre, "\"");
+}
+
+// The token types llama.cpp goes by: the file's, after the rules its loader
+// applies by token text (llama_vocab::impl::load), which decide what
+// parse_special=false leaves as text. Where llama.cpp takes the first of
+// several texts of one group (in hash-map order), every one is taken here.
+std::vector<int64_t> llamacpp_token_types(const GgufMetadata& m, const std::vector<std::string>& tokens,
+                                          const std::vector<int64_t>* file_types) {
+  std::vector<int64_t> t = file_types ? *file_types : std::vector<int64_t>(tokens.size(), kNormal);
+  auto has_id = [&](const char* key) { return get<int64_t>(m, key) != nullptr; };
+  // Texts that become CONTROL when the file names no token of their role.
+  struct Group {
+    std::vector<const char*> keys;
+    std::vector<std::string_view> texts;
+  };
+  const Group groups[] = {
+      {{"tokenizer.ggml.eot_token_id"},
+       {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>", "_<EOT>",
+        "[EOT]", "<｜end▁of▁sentence｜>", "<end_of_utterance>"}},
+      {{"tokenizer.ggml.eom_token_id"}, {"<|eom_id|>"}},
+      {{"tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.prefix_token_id"},
+       {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>",
+        "▁<PRE>", "<|code_prefix|>", "<|prefix|>"}},
+      {{"tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.suffix_token_id"},
+       {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>",
+        "▁<SUF>", "<|code_suffix|>", "<|suffix|>"}},
+      {{"tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.middle_token_id"},
+       {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>",
+        "▁<MID>", "<|code_middle|>", "<|middle|>"}},
+      {{"tokenizer.ggml.fim_pad_token_id"}, {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"}},
+      {{"tokenizer.ggml.fim_rep_token_id"}, {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"}},
+      {{"tokenizer.ggml.fim_sep_token_id"}, {"<|file_sep|>"}},
+  };
+  // End-of-generation texts: CONTROL whatever the file says.
+  const std::string_view eog[] = {
+      "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>",
+      "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
+      "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+      "<｜end▁of▁sentence｜>", "[e~["};
+  std::unordered_map<std::string_view, size_t> id_of;
+  for (size_t id = 0; id < tokens.size(); ++id) id_of.try_emplace(tokens[id], id);
+  auto find = [&](std::string_view text) -> int64_t {
+    auto it = id_of.find(text);
+    return it == id_of.end() ? -1 : int64_t(it->second);
+  };
+  for (const Group& g : groups) {
+    if (std::any_of(g.keys.begin(), g.keys.end(), has_id)) continue;
+    for (std::string_view text : g.texts)
+      if (const int64_t id = find(text); id >= 0) t[size_t(id)] = kControl;
+  }
+  for (std::string_view text : eog)
+    if (const int64_t id = find(text); id >= 0) t[size_t(id)] = kControl;
+  // gpt-oss's and solar-open's exceptions: rendered as text, or not an end of generation.
+  for (std::string_view text : {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"})
+    if (const int64_t id = find(text); id >= 0) t[size_t(id)] = kUserDefined;
+  if (const int64_t end = find("<|end|>");
+      end >= 0 && ((find("<|return|>") >= 0 && find("<|call|>") >= 0) ||
+                   (find("<|calls|>") >= 0 && find("<|flush|>") >= 0)))
+    t[size_t(end)] = kUserDefined;
+  if (const int64_t eos = find("</s>"); eos >= 0 && find("<|tool_response>") >= 0) t[size_t(eos)] = kNormal;
+  return t;
 }
 
 }  // namespace
@@ -160,15 +227,39 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const fs::path& file) {
   const auto* model = get<std::string>(m, "tokenizer.ggml.model");
   const auto* tokens = get<std::vector<std::string>>(m, "tokenizer.ggml.tokens");
   RINFER_CHECK(model && tokens, "tokenizer: ", name, " has no tokenizer.ggml.model / tokenizer.ggml.tokens");
-  const auto* types = get<std::vector<int64_t>>(m, "tokenizer.ggml.token_type");
+  const auto* file_types = get<std::vector<int64_t>>(m, "tokenizer.ggml.token_type");
   const size_t n = tokens->size();
   RINFER_CHECK(n > 0 && n < (1u << 24), "tokenizer: ", name, ": implausible vocabulary size ", n);
-  RINFER_CHECK(!types || types->size() == n, "tokenizer: ", name, ": token_type and tokens differ in length");
-  auto type_of = [&](size_t id) { return types ? (*types)[id] : int64_t(kNormal); };
+  RINFER_CHECK(!file_types || file_types->size() == n, "tokenizer: ", name,
+               ": token_type and tokens differ in length");
+  const std::vector<int64_t> types = llamacpp_token_types(m, *tokens, file_types);
+  auto type_of = [&](size_t id) { return types[id]; };
   auto id_key = [&](const char* key) -> int32_t {
     const auto* v = get<int64_t>(m, key);
     return v && *v >= 0 && *v < int64_t(n) ? int32_t(*v) : -1;
   };
+
+  // llama.cpp's strip rules, by model name, pre-tokenizer or architecture.
+  auto lowered = [&](const char* key) {
+    const auto* v = get<std::string>(m, key);
+    std::string s = v ? *v : std::string();
+    for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+  };
+  const std::string model_name = lowered("general.name"), pre_name = lowered("tokenizer.ggml.pre"),
+                    arch = lowered("general.architecture");
+  auto contains_any = [](const std::string& s, std::initializer_list<std::string_view> parts) {
+    return std::any_of(parts.begin(), parts.end(), [&](std::string_view x) { return s.find(x) != std::string::npos; });
+  };
+  bool phi3 = false;  // every special token strips the whitespace after it, but <unk>, <s>, <|endoftext|>
+  std::string_view lstrip_token;
+  if (contains_any(pre_name, {"jina-v2-de", "jina-v2-es", "jina-v2-code"}) ||
+      contains_any(arch, {"nomic-bert-moe", "jina-bert-v3"}))
+    lstrip_token = "<mask>";
+  else if (contains_any(model_name, {"phi-3", "phi3"}))
+    phi3 = true;
+  else if (contains_any(model_name, {"modern-bert"}))
+    lstrip_token = "[MASK]";
 
   TokenizerPipeline p;
   TokenMap vocab;
@@ -181,6 +272,9 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const fs::path& file) {
       a.content = (*tokens)[id];
       a.id = int32_t(id);
       a.special = t != kUserDefined;
+      a.strip_ascii = true;
+      a.rstrip = phi3 && a.content != "<unk>" && a.content != "<s>" && a.content != "<|endoftext|>";
+      a.lstrip = a.content == lstrip_token;
       p.added.add(a);
     }
   }
@@ -225,7 +319,7 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const fs::path& file) {
     // WordPiece. llama.cpp's converter wrote word-initial pieces with a
     // leading "▁" and continuation pieces without their "##"; this is the
     // Hugging Face vocabulary again (control tokens stay as they are).
-    constexpr std::string_view kSpace = "\xE2\x96\x81";
+    constexpr std::string_view kSpace = "▁";
     TokenMap wp;
     wp.reserve(n);
     for (size_t id = 0; id < n; ++id) {
@@ -238,11 +332,12 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const fs::path& file) {
     }
     const int32_t unk = id_key("tokenizer.ggml.unknown_token_id");
     RINFER_CHECK(unk >= 0, "tokenizer: ", name, ": a bert vocabulary needs tokenizer.ggml.unknown_token_id");
-    p.model = std::make_unique<WordPieceModel>(std::move(wp), (*tokens)[size_t(unk)], "##", 100);
-    // BERT's uncased normalization (llama.cpp lower-cases and strips accents
-    // for every bert vocabulary) and pre-tokenizer.
-    p.normalizer = make_bert_normalizer(true, true, true, true);
-    p.pre_tokenizer = make_bert_pre_tokenizer();
+    p.model = std::make_unique<LlamaCppWordPiece>(*tokens, std::move(wp), (*tokens)[size_t(unk)]);
+    // llama.cpp's own text preparation, not BertNormalizer's (gguf_wordpiece.h).
+    const auto* lower = get<bool>(m, "tokenizer.ggml.normalizer.lowercase");
+    const auto* strip = get<bool>(m, "tokenizer.ggml.normalizer.strip_accents");
+    const bool lowercase = !lower || *lower;
+    p.pre_tokenizer = make_llamacpp_wordpiece_pre_tokenizer(lowercase, strip ? *strip : lowercase);
     p.decoder = make_wordpiece_decoder("##", true);
     // [CLS] text [SEP] with special tokens.
     const int32_t cls = id_key("tokenizer.ggml.cls_token_id"), sep = id_key("tokenizer.ggml.seperator_token_id");

@@ -13,6 +13,9 @@ Contents:
   kLower            (code point, pool offset, length) str.lower() of one char
   kLowerPool        the lower-case code points
   kAlnumRanges      [first, last] ranges of general category L* or N*
+  kCategoryRanges   [first, last, class] ranges of one general category class
+                    (unicode::Category: 1 L, 2 M, 3 N, 4 P, 5 S, 6 Z, 7 Cc Cf Co Cs);
+                    unassigned code points (Cn) are not listed
 """
 import sys
 import unicodedata as ud
@@ -83,5 +86,18 @@ for cp in chars():
         else:
             ranges.append([cp, cp])
 w("constexpr RangeEntry kAlnumRanges[] = {" + ",".join("{%d,%d}" % tuple(r) for r in ranges) + "};")
+
+classes = {"L": 1, "M": 2, "N": 3, "P": 4, "S": 5, "Z": 6, "C": 7}
+cats = []
+for cp in range(0x110000):
+    c = ud.category(chr(cp))
+    if c == "Cn":
+        continue
+    k = classes[c[0]]
+    if cats and cats[-1][1] == cp - 1 and cats[-1][2] == k:
+        cats[-1][1] = cp
+    else:
+        cats.append([cp, cp, k])
+w("constexpr CategoryEntry kCategoryRanges[] = {" + ",".join("{%d,%d,%d}" % tuple(r) for r in cats) + "};")
 w("// clang-format on")
 sys.stdout.write("\n".join(out) + "\n")

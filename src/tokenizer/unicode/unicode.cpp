@@ -28,6 +28,10 @@ struct LowerEntry {
 struct RangeEntry {
   uint32_t first, last;
 };
+struct CategoryEntry {
+  uint32_t first, last;
+  uint8_t category;  // a Category
+};
 
 #include "tokenizer/unicode/unicode_tables.inc"
 
@@ -193,6 +197,27 @@ bool is_alphanumeric(uint32_t cp) {
   auto it = std::upper_bound(std::begin(kAlnumRanges), std::end(kAlnumRanges), cp,
                              [](uint32_t c, const RangeEntry& e) { return c < e.first; });
   return it != std::begin(kAlnumRanges) && cp <= std::prev(it)->last;
+}
+
+Category category(uint32_t cp) {
+  auto it = std::upper_bound(std::begin(kCategoryRanges), std::end(kCategoryRanges), cp,
+                             [](uint32_t c, const CategoryEntry& e) { return c < e.first; });
+  if (it == std::begin(kCategoryRanges) || cp > std::prev(it)->last) return Category::Unassigned;
+  return Category(std::prev(it)->category);
+}
+
+uint32_t nfd_first(uint32_t cp) {
+  if (cp < 0xC0) return cp;
+  std::vector<uint32_t> d;
+  decompose(cp, false, &d);
+  return d[0];
+}
+
+uint32_t lower_first(uint32_t cp) {
+  if (cp < 0x80) return cp >= 'A' && cp <= 'Z' ? cp + 32 : cp;
+  auto it = std::lower_bound(std::begin(kLower), std::end(kLower), cp,
+                             [](const LowerEntry& e, uint32_t c) { return e.cp < c; });
+  return it != std::end(kLower) && it->cp == cp ? kLowerPool[it->offset] : cp;
 }
 
 }  // namespace rinfer::unicode
