@@ -31,12 +31,14 @@ std::optional<std::string> token_text(const ojson& v) {
 
 }  // namespace
 
-ChatTemplate::ChatTemplate(const std::string& source, ojson special_tokens)
-    : source_(source), special_tokens_(std::move(special_tokens)), tmpl_(std::make_unique<jinja::Template>(source)) {}
+ChatTemplate::ChatTemplate(const std::string& source, ojson special_tokens, const jinja::Budget& budget)
+    : source_(source),
+      special_tokens_(std::move(special_tokens)),
+      tmpl_(std::make_unique<jinja::Template>(source, budget)) {}
 ChatTemplate::~ChatTemplate() = default;
 ChatTemplate::ChatTemplate(ChatTemplate&&) noexcept = default;
 
-ChatTemplate ChatTemplate::load(const fs::path& path) {
+ChatTemplate ChatTemplate::load(const fs::path& path, const jinja::Budget& budget) {
   std::error_code ec;
   RINFER_CHECK(fs::exists(path, ec), "chat template: no such file or directory: ", path.string());
   const fs::path dir = fs::is_directory(path, ec) ? path : path.parent_path();
@@ -81,7 +83,7 @@ ChatTemplate ChatTemplate::load(const fs::path& path) {
       if (auto t = token_text(v)) list.push_back(*t);
     specials["additional_special_tokens"] = list;
   }
-  return ChatTemplate(source, std::move(specials));
+  return ChatTemplate(source, std::move(specials), budget);
 }
 
 std::string ChatTemplate::render(const ojson& messages, const ChatTemplateOptions& opt) const {

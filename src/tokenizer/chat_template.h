@@ -4,12 +4,17 @@
 // apply_chat_template renders it: variables messages, add_generation_prompt,
 // tools (None when not given), documents (None), and the special tokens of
 // tokenizer_config.json as strings (bos_token, eos_token, ... only those
-// that are set; additional_special_tokens when non-empty).
+// that are set; additional_special_tokens when non-empty). The template is
+// untrusted input: it parses and renders under a jinja::Budget (nesting,
+// recursion, steps, sizes; jinja/budget.h), and going past it is a
+// one-line rinfer::Error like any other template error.
 #include <filesystem>
 #include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "tokenizer/jinja/budget.h"
 
 namespace rinfer {
 
@@ -28,9 +33,9 @@ class ChatTemplate {
   // dir: a directory with tokenizer_config.json (and maybe
   // chat_template.jinja), or a tokenizer_config.json file. Throws
   // rinfer::Error when there is no template or it does not parse.
-  static ChatTemplate load(const std::filesystem::path& dir);
+  static ChatTemplate load(const std::filesystem::path& dir, const jinja::Budget& budget = {});
   // From template source and the special-token variables.
-  ChatTemplate(const std::string& source, nlohmann::ordered_json special_tokens);
+  ChatTemplate(const std::string& source, nlohmann::ordered_json special_tokens, const jinja::Budget& budget = {});
   ~ChatTemplate();
   ChatTemplate(ChatTemplate&&) noexcept;
 

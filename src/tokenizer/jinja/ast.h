@@ -29,6 +29,7 @@ struct Expr {
     Cond,       // a if b else c
   } kind;
   int line = 0;
+  int depth = 1;  // of the tree under this node (the parser bounds it: Budget::max_nesting)
   Value value;
   std::string name;
   bool negate = false;

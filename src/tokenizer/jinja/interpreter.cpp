@@ -1,8 +1,11 @@
 // Evaluation of parsed templates, with the builtins (filters, tests,
 // methods, global functions) that real chat templates call.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <ctime>
+#include <limits>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -17,6 +20,47 @@ namespace rinfer::jinja {
 namespace {
 
 [[noreturn]] void error(int line, const std::string& msg) { fail("chat template: line ", line, ": ", msg); }
+
+// The budget of the render running on this thread (Interpreter makes its
+// meter current), for the helpers below that grow strings and lists.
+Meter& meter() {
+  Meter* m = Meter::current();
+  RINFER_ASSERT(m);
+  return *m;
+}
+
+// Integer arithmetic leaves int64 with an error, never UB (Python would
+// give a big int).
+[[noreturn]] void int_overflow(int line, int64_t a, const char* op, int64_t b) {
+  error(line, "integer overflow in " + std::to_string(a) + " " + op + " " + std::to_string(b));
+}
+
+int64_t int_pow(int64_t base, int64_t exp, int line) {
+  int64_t r = 1, b = base;
+  for (int64_t e = exp; e > 0;) {
+    if ((e & 1) && __builtin_mul_overflow(r, b, &r)) int_overflow(line, base, "**", exp);
+    e >>= 1;
+    // b is needed again only while bits remain; if b*b overflows then, the
+    // result would too (|result| >= |b*b|).
+    if (e > 0 && __builtin_mul_overflow(b, b, &b)) int_overflow(line, base, "**", exp);
+  }
+  return r;
+}
+
+// The number of items of range(start, stop, step) / a slice walk, without
+// stepping past int64.
+uint64_t walk_count(int64_t start, int64_t stop, int64_t step) {
+  if (step > 0 ? start >= stop : start <= stop) return 0;
+  const auto span = step > 0 ? uint64_t(stop) - uint64_t(start) : uint64_t(start) - uint64_t(stop);
+  const auto st = step > 0 ? uint64_t(step) : uint64_t(0) - uint64_t(step);
+  return (span - 1) / st + 1;
+}
+
+// start + k * step for k < walk_count(...): the result lies between start
+// and stop, the product may not fit in int64; wrapping arithmetic is exact.
+int64_t walk_at(int64_t start, uint64_t k, int64_t step) {
+  return int64_t(uint64_t(start) + k * uint64_t(step));
+}
 
 // Python's str.strip family: no argument strips Unicode whitespace,
 // otherwise any of the given characters.
@@ -49,6 +93,7 @@ std::vector<std::string> py_split(const std::string& s, const Value* sep, int64_
       }
       size_t j = i;
       while (j < s.size() && !utf8::is_python_space(static_cast<unsigned char>(s[j]))) ++j;
+      meter().items(out.size() + 1);
       out.push_back(s.substr(i, j - i));
       i = j;
     }
@@ -63,6 +108,7 @@ std::vector<std::string> py_split(const std::string& s, const Value* sep, int64_
       out.push_back(s.substr(i));
       break;
     }
+    meter().items(out.size() + 1);
     out.push_back(s.substr(i, j - i));
     i = j + d.size();
   }
@@ -78,8 +124,10 @@ std::string replace_str(const std::string& s, const std::string& from, const std
     out.append(s, i, j - i);
     out += to;
     i = j + from.size();
+    meter().string_size(out.size());
   }
   out.append(s, i);
+  meter().string_size(out.size());
   return out;
 }
 
@@ -111,13 +159,18 @@ const Value* arg(std::vector<Value>& args, Kwargs& kw, size_t i, const char* nam
 }
 
 // Items of an iterable value: list elements, dict keys, string characters.
+// Charges a step per item (the copy).
 List iterate(const Value& v, int line) {
-  if (v.is_list()) return v.list();
+  if (v.is_list()) {
+    meter().step(int64_t(v.list().size()));
+    return v.list();
+  }
   if (v.is_undefined() || v.is_none()) {
     if (v.is_none()) error(line, "'NoneType' object is not iterable");
     return {};
   }
   if (v.is_dict()) {
+    meter().step(int64_t(v.dict().items.size()));
     List l;
     for (const auto& [k, x] : v.dict().items) l.emplace_back(k);
     return l;
@@ -125,6 +178,11 @@ List iterate(const Value& v, int line) {
   if (v.is_string()) {
     List l;
     const std::string& s = v.str();
+    size_t chars = 0;
+    for (char c : s) chars += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    meter().items(chars);
+    meter().step(int64_t(chars));
+    l.reserve(chars);
     for (size_t i = 0; i < s.size();) {
       size_t len = 0;
       utf8::decode_at(s, i, &len);
@@ -150,11 +208,15 @@ int64_t py_len(const Value& v, int line) {
 
 class Interpreter {
  public:
-  explicit Interpreter(const Dict& globals) {
+  Interpreter(const Dict& globals, const Budget& budget) : meter_(budget), use_(&meter_) {
     scopes_.emplace_back();
     for (const auto& [k, v] : globals.items) scopes_.back()[k] = v;
     add_builtins();
   }
+
+  ~Interpreter() { mutated_.clear_all(); }
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
 
   enum class Flow { Normal, Break, Continue };
 
@@ -169,10 +231,84 @@ class Interpreter {
  private:
   using Scope = std::unordered_map<std::string, Value>;
 
+  // The containers the template changed (list.append, {% set ns.x %}).
+  // Only a change can close a cycle (x.append([x])), and every cycle holds
+  // a changed container, so emptying those still alive when the render
+  // ends frees every cycle (shared_ptr alone would leak them). Dead and
+  // repeated entries are pruned whenever the list doubles.
+  class Mutated {
+   public:
+    template <class T>
+    void add(const std::shared_ptr<T>& p) {
+      if (!items_.empty() && items_.back().raw == p.get() && !items_.back().ref.expired()) return;
+      items_.push_back({p.get(), p, std::is_same_v<T, List>});
+      if (items_.size() >= prune_at_) prune();
+    }
+    void clear_all() {
+      for (auto& e : items_) {
+        std::shared_ptr<void> p = e.ref.lock();
+        if (!p) continue;
+        if (e.is_list)
+          static_cast<List*>(p.get())->clear();
+        else
+          static_cast<Dict*>(p.get())->items.clear();
+      }
+      items_.clear();
+    }
+
+   private:
+    struct Entry {
+      const void* raw;
+      std::weak_ptr<void> ref;
+      bool is_list;
+    };
+    void prune() {
+      std::erase_if(items_, [](const Entry& e) { return e.ref.expired(); });
+      std::sort(items_.begin(), items_.end(), [](const Entry& a, const Entry& b) { return a.raw < b.raw; });
+      items_.erase(std::unique(items_.begin(), items_.end(), [](const Entry& a, const Entry& b) { return a.raw == b.raw; }),
+                   items_.end());
+      prune_at_ = std::max<size_t>(64, 2 * items_.size());
+    }
+    std::vector<Entry> items_;
+    size_t prune_at_ = 64;
+  };
+
+  // The evaluation-depth guard of the budget, at the entries of exec,
+  // eval and apply_filter (a macro call goes through them): a recursive
+  // macro or a filter chain ends here, not in a stack overflow. It also
+  // tracks the line for the budget's messages and charges one step.
+  class Nest {
+   public:
+    Nest(Interpreter& in, int line) : in_(in), line_(in.meter_.line()) {
+      if (line > 0) in.meter_.at(line);
+      if (++in.depth_ > in.meter_.budget().max_depth) {
+        --in.depth_;
+        in.meter_.exceeded("recursion deeper than " + std::to_string(in.meter_.budget().max_depth));
+      }
+      in.meter_.step();
+    }
+    ~Nest() {
+      --in_.depth_;
+      in_.meter_.at(line_);
+    }
+    Nest(const Nest&) = delete;
+    Nest& operator=(const Nest&) = delete;
+
+   private:
+    Interpreter& in_;
+    int line_;
+  };
+
+  void emit(std::string& out, const std::string& s) {
+    meter_.output(out.size() + s.size());
+    out += s;
+  }
+
   Flow exec(const Node& n, std::string& out) {
+    Nest nest(*this, n.line);
     switch (n.kind) {
-      case Node::Text: out += n.text; return Flow::Normal;
-      case Node::Output: out += eval(*n.expr).to_string(); return Flow::Normal;
+      case Node::Text: emit(out, n.text); return Flow::Normal;
+      case Node::Output: emit(out, eval(*n.expr).to_string()); return Flow::Normal;
       case Node::If:
         for (const auto& [cond, body] : n.branches)
           if (!cond || eval(*cond).truthy()) return exec(body, out);
@@ -199,6 +335,8 @@ class Interpreter {
     }
     Value ns = lookup(n.targets[0]);
     if (!ns.is_dict() || !ns.is_namespace) error(n.line, "cannot assign attribute on non-namespace object");
+    if (v.is_dict() && &v.dict() == &ns.dict()) error(n.line, "a namespace cannot contain itself");
+    mutated_.add(std::get<std::shared_ptr<Dict>>(ns.v));
     ns.dict().set(n.targets[1], std::move(v));
   }
 
@@ -221,6 +359,9 @@ class Interpreter {
     }
     const auto len = int64_t(items.size());
     for (int64_t i = 0; i < len; ++i) {
+      // An iteration builds a scope and the loop object: a few steps' work
+      // (and an empty body still costs).
+      meter_.step(4);
       scopes_.emplace_back();
       bind_targets(n, items[size_t(i)]);
       Dict loop;
@@ -282,7 +423,21 @@ class Interpreter {
 
   // --- expressions -----------------------------------------------------
 
+  // Every expression: the depth guard and a step on entry; on exit the
+  // size of what it evaluated to (a string's bytes, a list's items).
   Value eval(const Expr& e) {
+    Nest nest(*this, e.line);
+    Value v = eval_node(e);
+    if (v.is_string())
+      meter_.produced(v.str().size());
+    else if (v.is_list())
+      meter_.items(v.list().size());
+    else if (v.is_dict())
+      meter_.items(v.dict().items.size());
+    return v;
+  }
+
+  Value eval_node(const Expr& e) {
     switch (e.kind) {
       case Expr::Literal: return e.value;
       case Expr::Name: return lookup(e.name);
@@ -326,7 +481,9 @@ class Interpreter {
         if (e.name == "not") return Value(!a.truthy());
         if (!a.is_number() && !a.is_bool()) error(e.line, std::string("bad operand type for unary ") + e.name);
         if (e.name == "+") return a;
-        return a.is_float() ? Value(-a.number()) : Value(-a.integer());
+        if (a.is_float()) return Value(-a.number());
+        if (a.integer() == std::numeric_limits<int64_t>::min()) int_overflow(e.line, 0, "-", a.integer());
+        return Value(-a.integer());
       }
       case Expr::Binary: return binary(e);
       case Expr::Cond:
@@ -355,12 +512,21 @@ class Interpreter {
     if (op == ">=") return Value(!less(a, b));
     if (op == "in") return Value(contains(b, a, e.line));
     if (op == "not in") return Value(!contains(b, a, e.line));
-    if (op == "~") return Value(a.to_string() + b.to_string());
+    if (op == "~") {
+      std::string x = a.to_string(), y = b.to_string();
+      meter_.string_size(x.size() + y.size());
+      return Value(x + y);
+    }
     if (a.is_undefined() || b.is_undefined())
       error(e.line, "'" + std::get<Undefined>((a.is_undefined() ? a : b).v).name + "' is undefined");
     if (op == "+") {
-      if (a.is_string() && b.is_string()) return Value(a.str() + b.str());
+      if (a.is_string() && b.is_string()) {
+        meter_.string_size(a.str().size() + b.str().size());
+        return Value(a.str() + b.str());
+      }
       if (a.is_list() && b.is_list()) {
+        meter_.items(a.list().size() + b.list().size());
+        meter_.step(int64_t(a.list().size() + b.list().size()));
         List l = a.list();
         l.insert(l.end(), b.list().begin(), b.list().end());
         return Value(std::move(l));
@@ -368,8 +534,16 @@ class Interpreter {
     }
     if (op == "*" && ((a.is_string() && b.is_int()) || (a.is_int() && b.is_string()))) {
       const std::string& s = a.is_string() ? a.str() : b.str();
+      const int64_t n = a.is_int() ? a.integer() : b.integer();
       std::string r;
-      for (int64_t k = 0, n = a.is_int() ? a.integer() : b.integer(); k < n; ++k) r += s;
+      if (n <= 0 || s.empty()) return Value(std::move(r));
+      // Checked before anything is allocated: 'a' * 10**10.
+      if (uint64_t(n) > meter_.budget().max_string / s.size()) meter_.string_size(meter_.budget().max_string + 1);
+      const size_t total = s.size() * size_t(n);
+      meter_.string_size(total);
+      r.reserve(total);
+      r = s;
+      while (r.size() < total) r.append(r, 0, std::min(r.size(), total - r.size()));  // doubling
       return Value(std::move(r));
     }
     const bool nums = (a.is_number() || a.is_bool()) && (b.is_number() || b.is_bool());
@@ -377,9 +551,18 @@ class Interpreter {
       error(e.line, std::string("unsupported operand types for ") + op + ": '" + a.type_name() + "' and '" +
                         b.type_name() + "'");
     const bool ints = !a.is_float() && !b.is_float();
-    if (op == "+") return ints ? Value(a.integer() + b.integer()) : Value(a.number() + b.number());
-    if (op == "-") return ints ? Value(a.integer() - b.integer()) : Value(a.number() - b.number());
-    if (op == "*") return ints ? Value(a.integer() * b.integer()) : Value(a.number() * b.number());
+    if (ints && (op == "+" || op == "-" || op == "*")) {
+      const int64_t x = a.integer(), y = b.integer();
+      int64_t r;
+      const bool over = op == "+"   ? __builtin_add_overflow(x, y, &r)
+                        : op == "-" ? __builtin_sub_overflow(x, y, &r)
+                                    : __builtin_mul_overflow(x, y, &r);
+      if (over) int_overflow(e.line, x, op.c_str(), y);
+      return Value(r);
+    }
+    if (op == "+") return Value(a.number() + b.number());
+    if (op == "-") return Value(a.number() - b.number());
+    if (op == "*") return Value(a.number() * b.number());
     if (op == "/") {
       if (b.number() == 0) error(e.line, "division by zero");
       return Value(a.number() / b.number());
@@ -388,6 +571,11 @@ class Interpreter {
       if (b.number() == 0) error(e.line, "division by zero");
       if (ints) {
         const int64_t x = a.integer(), y = b.integer();
+        if (y == -1) {  // x / -1 and x % -1 are UB for the smallest x
+          if (op == "%") return Value(int64_t(0));
+          if (x == std::numeric_limits<int64_t>::min()) int_overflow(e.line, x, "//", y);
+          return Value(-x);
+        }
         int64_t q = x / y;
         if ((x % y != 0) && ((x < 0) != (y < 0))) --q;  // Python floors
         return op == "//" ? Value(q) : Value(x - q * y);
@@ -396,12 +584,14 @@ class Interpreter {
       return op == "//" ? Value(q) : Value(a.number() - q * b.number());
     }
     if (op == "**") {
-      if (ints && b.integer() >= 0) {
-        int64_t r = 1;
-        for (int64_t k = 0; k < b.integer(); ++k) r *= a.integer();
-        return Value(r);
-      }
-      return Value(std::pow(a.number(), b.number()));
+      if (ints && b.integer() >= 0) return Value(int_pow(a.integer(), b.integer(), e.line));
+      const double x = a.number(), y = b.number();
+      if (x == 0 && y < 0) error(e.line, "zero cannot be raised to a negative power");
+      const double r = std::pow(x, y);
+      // Python raises OverflowError here (a float result would be inf).
+      if (std::isinf(r) && std::isfinite(x) && std::isfinite(y))
+        error(e.line, "float overflow in " + a.repr() + " ** " + b.repr());
+      return Value(r);
     }
     error(e.line, "unsupported operator " + op);
   }
@@ -423,13 +613,17 @@ class Interpreter {
 
   Value slice(const Expr& e) {
     Value v = eval(*e.a);
-    List items;
     const bool is_str = v.is_string();
-    if (is_str || v.is_list())
-      items = iterate(v, e.line);
-    else
-      error(e.line, std::string("'") + v.type_name() + "' object is not subscriptable");
-    const auto n = int64_t(items.size());
+    if (!is_str && !v.is_list()) error(e.line, std::string("'") + v.type_name() + "' object is not subscriptable");
+    // A string is cut at its characters' offsets (no list of characters).
+    std::vector<size_t> offsets;
+    if (is_str) {
+      const std::string& s = v.str();
+      for (size_t i = 0; i < s.size(); ++i)
+        if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) offsets.push_back(i);
+      offsets.push_back(s.size());
+    }
+    const auto n = is_str ? int64_t(offsets.size() - 1) : int64_t(v.list().size());
     const int64_t step = e.d ? eval(*e.d).integer() : 1;
     if (step == 0) error(e.line, "slice step cannot be zero");
     auto bound = [&](const ExprPtr& x, int64_t dflt) {
@@ -442,11 +636,20 @@ class Interpreter {
       return std::clamp<int64_t>(i, -1, n - 1);
     };
     const int64_t start = bound(e.b, step > 0 ? 0 : n - 1), stop = bound(e.c, step > 0 ? n : -1);
-    List out;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(items[size_t(i)]);
-    if (!is_str) return Value(std::move(out));
+    const uint64_t count = walk_count(start, stop, step);  // <= n: no stepping past int64
+    if (!is_str) {
+      meter_.step(int64_t(count));  // (a string's bytes are charged when it is evaluated)
+      List out;
+      out.reserve(count);
+      for (uint64_t k = 0; k < count; ++k) out.push_back(v.list()[size_t(walk_at(start, k, step))]);
+      return Value(std::move(out));
+    }
+    const std::string& src = v.str();
     std::string s;
-    for (const auto& x : out) s += x.str();
+    for (uint64_t k = 0; k < count; ++k) {
+      const auto i = size_t(walk_at(start, k, step));
+      s.append(src, offsets[i], offsets[i + 1] - offsets[i]);
+    }
     return Value(std::move(s));
   }
 
@@ -457,12 +660,25 @@ class Interpreter {
         if (const Value* x = v.dict().find(key.str())) return *x;
       return key.is_string() ? get_attr(v, key.str(), line, /*item_first=*/true) : Value::undefined("");
     }
-    if ((v.is_list() || v.is_string()) && (key.is_int() || key.is_bool())) {
-      List items = v.is_list() ? v.list() : iterate(v, line);
+    if (v.is_list() && (key.is_int() || key.is_bool())) {
+      const List& items = v.list();
       int64_t i = key.integer();
       if (i < 0) i += int64_t(items.size());
       if (i < 0 || i >= int64_t(items.size())) return Value::undefined("index");
       return items[size_t(i)];
+    }
+    if (v.is_string() && (key.is_int() || key.is_bool())) {  // the i-th character, without a list of them
+      const std::string& s = v.str();
+      const int64_t n = py_len(v, line);
+      int64_t i = key.integer();
+      if (i < 0) i += n;
+      if (i < 0 || i >= n) return Value::undefined("index");
+      size_t b = 0;
+      for (int64_t c = -1; b < s.size(); ++b)
+        if ((static_cast<unsigned char>(s[b]) & 0xC0) != 0x80 && ++c == i) break;
+      size_t len = 1;
+      while (b + len < s.size() && (static_cast<unsigned char>(s[b + len]) & 0xC0) == 0x80) ++len;
+      return Value(s.substr(b, len));
     }
     if (key.is_string()) return get_attr(v, key.str(), line);
     return Value::undefined("");
@@ -537,7 +753,11 @@ class Interpreter {
         return fn([s, line](std::vector<Value>& a, Kwargs&) {
           std::string out;
           List items = a.empty() ? List{} : iterate(a[0], line);
-          for (size_t i = 0; i < items.size(); ++i) out += (i ? s : "") + items[i].to_string();
+          for (size_t i = 0; i < items.size(); ++i) {
+            if (i) out += s;
+            out += items[i].to_string();
+            meter().string_size(out.size());
+          }
           return Value(std::move(out));
         });
       if (name == "isdigit" || name == "isspace" || name == "isalpha")
@@ -583,8 +803,16 @@ class Interpreter {
     if (self.is_list()) {
       const Value l = self;
       if (name == "append")
-        return fn([l](std::vector<Value>& a, Kwargs&) {
-          for (auto& x : a) l.list().push_back(x);
+        return fn([this, l, line](std::vector<Value>& a, Kwargs&) {
+          for (auto& x : a) {
+            // Python allows it; printing it would need Python's [[...]].
+            // (Indirect cycles, x.append([x]), end at the nesting limit
+            // when printed or compared.)
+            if (x.is_list() && &x.list() == &l.list()) error(line, "a list cannot contain itself");
+            meter().items(l.list().size() + 1);
+            mutated_.add(std::get<std::shared_ptr<List>>(l.v));
+            l.list().push_back(x);
+          }
           return Value(None{});
         });
       if (name == "index")
@@ -610,6 +838,7 @@ class Interpreter {
   }
 
   Value apply_filter(const std::string& f, Value v, std::vector<Value>& a, Kwargs& kw, int line) {
+    Nest nest(*this, line);  // map('map', 'map', ...) recurses here
     static const std::unordered_set<std::string> kFilters = {
         "default", "d", "trim", "lower", "upper", "title", "capitalize", "length", "count", "string", "safe",
         "escape", "e", "first", "last", "list", "reverse", "join", "tojson", "int", "float", "abs", "round",
@@ -638,7 +867,9 @@ class Interpreter {
     if (f == "safe" || f == "escape" || f == "e") {
       if (f == "safe") return v;
       std::string s = v.to_string(), out;
+      meter_.string_size(s.size());
       for (char c : s) {
+        if (out.size() > meter_.budget().max_string) meter_.string_size(out.size());
         switch (c) {
           case '&': out += "&amp;"; break;
           case '<': out += "&lt;"; break;
@@ -675,24 +906,43 @@ class Interpreter {
       for (size_t i = 0; i < l.size(); ++i) {
         if (i && sep) out += sep->to_string();
         out += (attr ? get_attr(l[i], attr->to_string(), line) : l[i]).to_string();
+        meter_.string_size(out.size());
       }
       return Value(std::move(out));
     }
     if (f == "tojson") {
       const Value* ind = arg(a, kw, 0, "indent");
       const Value* sk = arg(a, kw, 1, "sort_keys");
-      return Value(to_json(v, ind && !ind->is_none() ? int(ind->integer()) : -1, sk && sk->truthy()));
+      int indent = -1;
+      if (ind && !ind->is_none()) {
+        const int64_t i = ind->integer();
+        meter_.string_size(size_t(std::max<int64_t>(i, 0)));
+        indent = int(std::max<int64_t>(i, 0));  // Python: a negative indent is 0
+      }
+      return Value(to_json(v, indent, sk && sk->truthy()));
     }
     if (f == "int") {
+      // Jinja's do_int: int(x), else int(float(x)), else the default; a
+      // value outside int64 (or inf) is an error, as Python's OverflowError.
+      const Value* d = arg(a, kw, 0, "default");
+      const Value dflt = d ? *d : Value(int64_t(0));
       if (v.is_string()) {
-        try {
-          return Value(int64_t(std::stoll(v.str())));
-        } catch (...) {
-          const Value* d = arg(a, kw, 0, "default");
-          return d ? *d : Value(int64_t(0));
+        const std::string t(utf8::rstrip(utf8::lstrip(v.str())));
+        int64_t i = 0;
+        const char* end = t.data() + t.size();
+        const char* b = t.data() + (t.starts_with('+') ? 1 : 0);
+        if (auto [p, ec] = std::from_chars(b, end, i); p == end && b != end) {
+          if (ec == std::errc()) return Value(i);
+          if (ec == std::errc::result_out_of_range) error(line, "integer overflow: " + t + " does not fit in 64 bits");
         }
+        char* stop = nullptr;
+        const double x = std::strtod(t.c_str(), &stop);
+        if (t.empty() || stop != t.c_str() + t.size() || std::isnan(x) || t.find_first_of("xX") != std::string::npos)
+          return dflt;
+        return Value(float_to_int(x));
       }
-      return Value(v.is_number() || v.is_bool() ? int64_t(v.number()) : int64_t(0));
+      if (v.is_float() && std::isnan(v.number())) return dflt;  // int(nan) is a ValueError: the default
+      return v.is_number() || v.is_bool() ? Value(v.integer()) : dflt;
     }
     if (f == "float") {
       if (v.is_string()) {
@@ -704,7 +954,11 @@ class Interpreter {
       }
       return Value(v.is_number() || v.is_bool() ? v.number() : 0.0);
     }
-    if (f == "abs") return v.is_float() ? Value(std::fabs(v.number())) : Value(int64_t(std::llabs(v.integer())));
+    if (f == "abs") {
+      if (v.is_float()) return Value(std::fabs(v.number()));
+      if (v.integer() == std::numeric_limits<int64_t>::min()) int_overflow(line, 0, "-", v.integer());
+      return Value(int64_t(std::llabs(v.integer())));
+    }
     if (f == "round") {
       const Value* p = arg(a, kw, 0, "precision");
       const double m = std::pow(10.0, p ? double(p->integer()) : 0.0);
@@ -718,7 +972,10 @@ class Interpreter {
       const Value* w = arg(a, kw, 0, "width");
       const Value* first = arg(a, kw, 1, "first");
       const Value* blank = arg(a, kw, 2, "blank");
-      const std::string pad = w && w->is_string() ? w->str() : std::string(size_t(w ? w->integer() : 4), ' ');
+      int64_t width = 4;
+      if (w && !w->is_string()) width = std::max<int64_t>(w->integer(), 0);  // ' ' * -1 is ''
+      meter_.string_size(size_t(width));
+      const std::string pad = w && w->is_string() ? w->str() : std::string(size_t(width), ' ');
       const std::string s = v.to_string();
       std::string out;
       size_t i = 0, ln = 0;
@@ -726,7 +983,9 @@ class Interpreter {
         size_t j = s.find('\n', i);
         const std::string lineText = s.substr(i, j == std::string::npos ? std::string::npos : j - i);
         const bool indent = (ln > 0 || (first && first->truthy())) && (!lineText.empty() || (blank && blank->truthy()));
-        out += (indent ? pad : "") + lineText;
+        if (indent) out += pad;
+        out += lineText;
+        meter_.string_size(out.size());
         if (j == std::string::npos) break;
         out += '\n';
         i = j + 1;
@@ -751,7 +1010,13 @@ class Interpreter {
         Value acc(int64_t(0));
         for (auto& x : l) {
           Value k = key(x);
-          acc = acc.is_float() || k.is_float() ? Value(acc.number() + k.number()) : Value(acc.integer() + k.integer());
+          int64_t r;
+          if (acc.is_float() || k.is_float())
+            acc = Value(acc.number() + k.number());
+          else if (__builtin_add_overflow(acc.integer(), k.integer(), &r))
+            int_overflow(line, acc.integer(), "+", k.integer());
+          else
+            acc = Value(r);
         }
         return acc;
       }
@@ -771,7 +1036,7 @@ class Interpreter {
     }
     if (f == "map") {
       List l = iterate(v, line), out;
-      const Value* attr = arg(a, kw, 99, "attribute");
+      const Value* attr = arg(a, kw, SIZE_MAX, "attribute");  // keyword only
       for (auto& x : l) {
         if (attr) {
           out.push_back(get_attr(x, attr->to_string(), line));
@@ -850,7 +1115,10 @@ class Interpreter {
       return (v.integer() % 2 != 0) == (t == "odd");
     }
     if (a.empty()) error(line, "unsupported test \"" + t + "\" (or missing argument)");
-    if (t == "divisibleby") return a[0].integer() != 0 && v.integer() % a[0].integer() == 0;
+    if (t == "divisibleby") {
+      const int64_t d = a[0].integer();
+      return d != 0 && (d == -1 || v.integer() % d == 0);  // % -1 is UB for the smallest int
+    }
     if (t == "eq" || t == "equalto" || t == "==" || t == "sameas") return equal(v, a[0]);
     if (t == "ne" || t == "!=") return !equal(v, a[0]);
     if (t == "lt" || t == "lessthan") return less(v, a[0]);
@@ -872,8 +1140,14 @@ class Interpreter {
       if (a.size() >= 2) start = a[0].integer(), stop = a[1].integer();
       if (a.size() >= 3) step = a[2].integer();
       RINFER_CHECK(step != 0, "chat template: range() step must not be zero");
+      // Counted first: range(10**12) is refused before it is built, and
+      // the walk never steps past int64.
+      const uint64_t n = walk_count(start, stop, step);
+      meter().items(n > uint64_t(SIZE_MAX) ? SIZE_MAX : size_t(n));
+      meter().step(int64_t(n));
       List l;
-      for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) l.emplace_back(i);
+      l.reserve(size_t(n));
+      for (uint64_t k = 0; k < n; ++k) l.emplace_back(walk_at(start, k, step));
       return Value(std::move(l));
     });
     def("namespace", [](std::vector<Value>& a, Kwargs& kw) {
@@ -903,18 +1177,32 @@ class Interpreter {
     });
   }
 
+  Meter meter_;
+  Meter::Use use_;  // meter_ is this thread's current one while rendering
+  int depth_ = 0;   // Nest
   std::vector<Scope> scopes_;
+  Mutated mutated_;
 };
 
 }  // namespace
 
-Template::Template(const std::string& source) : body_(parse_template(source)) {}
+Template::Template(const std::string& source, const Budget& budget)
+    : budget_(budget), body_(parse_template(source, budget)) {}
 
 std::string Template::render(const Dict& globals) const {
-  Interpreter in(globals);
-  std::string out;
-  in.exec(body_, out);
-  return out;
+  try {
+    Interpreter in(globals, budget_);
+    std::string out;
+    in.exec(body_, out);
+    return out;
+  } catch (const Error&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    fail("chat template: out of memory while rendering");
+  } catch (const std::exception& e) {
+    // A value of the wrong type reaching a builtin (std::get), and the like.
+    fail("chat template: ", e.what());
+  }
 }
 
 }  // namespace rinfer::jinja

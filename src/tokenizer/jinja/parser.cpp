@@ -1,6 +1,7 @@
 #include "tokenizer/jinja/parser.h"
 
 #include <charconv>
+#include <cstdlib>
 
 #include "core/error.h"
 #include "tokenizer/jinja/lexer.h"
@@ -9,14 +10,23 @@ namespace rinfer::jinja {
 
 namespace {
 
+[[noreturn]] void too_deep(int line, int limit) {
+  fail("chat template: line ", line, ": nesting deeper than ", limit);
+}
+
 // Recursive descent over one expression's tokens, with Jinja2's precedence:
 // if-else < or < and < not < comparisons < ~ < + - < * / // % < ** < unary
 // < postfix (.attr [index] (call) |filter is-test).
 class ExprParser {
  public:
-  ExprParser(std::vector<Token> toks, int line) : t_(std::move(toks)), line_(line) {}
+  // base: the block nesting the expression sits in; limit: max_nesting.
+  ExprParser(std::vector<Token> toks, int line, int base, int limit)
+      : t_(std::move(toks)), line_(line), base_(base), limit_(limit) {}
 
-  ExprPtr expression() { return conditional(); }
+  ExprPtr expression() {
+    Depth d(this);
+    return conditional();
+  }
   bool at_end() const { return t_[i_].kind == Token::End; }
   const Token& peek(size_t k = 0) const { return t_[std::min(i_ + k, t_.size() - 1)]; }
   bool is_name(const char* n, size_t k = 0) const { return peek(k).kind == Token::Name && peek(k).text == n; }
@@ -37,10 +47,32 @@ class ExprParser {
   int line() const { return line_; }
 
  private:
+  // The recursive-descent entries (expression, not, unary) count the
+  // recursion; parentheses nest without making a node.
+  struct Depth {
+    explicit Depth(ExprParser* p) : p_(p) {
+      if (p->base_ + ++p->rec_ > p->limit_) too_deep(p->line_, p->limit_);
+    }
+    ~Depth() { --p_->rec_; }
+    ExprParser* p_;
+  };
   ExprPtr make(Expr::Kind k) {
     auto e = std::make_unique<Expr>();
     e->kind = k;
     e->line = line_;
+    return e;
+  }
+  // Every node with children passes here once they are attached: loops
+  // (a.b.c..., 1+1+1...) wrap nodes without recursing, so the tree's depth
+  // is checked where it grows.
+  ExprPtr node(ExprPtr e) {
+    int d = 0;
+    for (const Expr* c : {e->a.get(), e->b.get(), e->c.get(), e->d.get()})
+      if (c) d = std::max(d, c->depth);
+    for (const auto& x : e->args) d = std::max(d, x->depth);
+    for (const auto& [k, x] : e->kwargs) d = std::max(d, x->depth);
+    e->depth = d + 1;
+    if (base_ + e->depth > limit_) too_deep(line_, limit_);
     return e;
   }
   ExprPtr binary(std::string op, ExprPtr a, ExprPtr b) {
@@ -48,7 +80,7 @@ class ExprParser {
     e->name = std::move(op);
     e->a = std::move(a);
     e->b = std::move(b);
-    return e;
+    return node(std::move(e));
   }
 
   ExprPtr conditional() {
@@ -62,7 +94,7 @@ class ExprParser {
         c->c = or_expr();
       }
       c->a = std::move(e);
-      e = std::move(c);
+      e = node(std::move(c));
     }
     return e;
   }
@@ -84,11 +116,12 @@ class ExprParser {
   }
   ExprPtr not_expr() {
     if (is_name("not")) {
+      Depth d(this);
       ++i_;
       auto e = make(Expr::Unary);
       e->name = "not";
       e->a = not_expr();
-      return e;
+      return node(std::move(e));
     }
     return compare();
   }
@@ -147,10 +180,11 @@ class ExprParser {
   }
   ExprPtr unary() {
     if (is_op("-") || is_op("+")) {
+      Depth d(this);
       auto e = make(Expr::Unary);
       e->name = next().text;
       e->a = unary();
-      return e;
+      return node(std::move(e));
     }
     return postfix(primary());
   }
@@ -175,7 +209,7 @@ class ExprParser {
         auto a = make(Expr::Attr);
         a->name = expect_name();
         a->a = std::move(e);
-        e = std::move(a);
+        e = node(std::move(a));
       } else if (is_op("[")) {
         ++i_;
         ExprPtr parts[3];
@@ -197,19 +231,19 @@ class ExprParser {
         x->b = std::move(parts[0]);
         x->c = std::move(parts[1]);
         x->d = std::move(parts[2]);
-        e = std::move(x);
+        e = node(std::move(x));
       } else if (is_op("(")) {
         auto c = make(Expr::Call);
         c->a = std::move(e);
         call_args(c.get());
-        e = std::move(c);
+        e = node(std::move(c));
       } else if (is_op("|")) {
         ++i_;
         auto f = make(Expr::Filter);
         f->name = expect_name();
         f->a = std::move(e);
         if (is_op("(")) call_args(f.get());
-        e = std::move(f);
+        e = node(std::move(f));
       } else if (is_name("is")) {
         ++i_;
         auto t = make(Expr::Test);
@@ -226,7 +260,7 @@ class ExprParser {
                     !is_name("if") && !is_name("in") && !is_name("not") && !is_name("is"))) {
           t->args.push_back(primary());  // "x is divisibleby 3", "x is sameas none"
         }
-        e = std::move(t);
+        e = node(std::move(t));
       } else {
         return e;
       }
@@ -251,8 +285,8 @@ class ExprParser {
         RINFER_CHECK(ec == std::errc(), "chat template: line ", line_, ": integer out of range: ", tok.text);
         return lit(Value(v));
       }
-      case Token::Float:
-        return lit(Value(std::stod(tok.text)));
+      case Token::Float:  // strtod: 1e999 is inf, as in Python
+        return lit(Value(std::strtod(tok.text.c_str(), nullptr)));
       case Token::Name: {
         if (tok.text == "true" || tok.text == "True") return lit(Value(true));
         if (tok.text == "false" || tok.text == "False") return lit(Value(false));
@@ -272,7 +306,7 @@ class ExprParser {
               if (is_op(")")) break;
               l->args.push_back(expression());
             }
-            e = std::move(l);
+            e = node(std::move(l));
           }
           expect_op(")");
           return e;
@@ -284,7 +318,7 @@ class ExprParser {
             if (!is_op("]")) expect_op(",");
           }
           expect_op("]");
-          return l;
+          return node(std::move(l));
         }
         if (tok.text == "{") {
           auto d = make(Expr::DictLit);
@@ -295,7 +329,7 @@ class ExprParser {
             if (!is_op("}")) expect_op(",");
           }
           expect_op("}");
-          return d;
+          return node(std::move(d));
         }
         break;
       case Token::End:
@@ -307,11 +341,14 @@ class ExprParser {
   std::vector<Token> t_;
   size_t i_ = 0;
   int line_;
+  int base_, limit_;
+  int rec_ = 0;  // recursion of the entries (Depth)
 };
 
 class TemplateParser {
  public:
-  explicit TemplateParser(std::vector<Segment> segs) : s_(std::move(segs)) {}
+  TemplateParser(std::vector<Segment> segs, const Budget& budget)
+      : s_(std::move(segs)), limit_(budget.max_nesting) {}
 
   Body parse_all() {
     Body b = parse_body({});
@@ -327,6 +364,12 @@ class TemplateParser {
 
   // Parses until a statement whose tag is in `stops` (left unconsumed).
   Body parse_body(const std::vector<std::string>& stops) {
+    // The recursive entry of the statement parser: one level per block.
+    if (++depth_ > limit_) too_deep(i_ < s_.size() ? s_[i_].line : 0, limit_);
+    struct Leave {
+      int* d;
+      ~Leave() { --*d; }
+    } leave{&depth_};
     Body body;
     while (i_ < s_.size()) {
       const Segment& seg = s_[i_];
@@ -339,7 +382,7 @@ class TemplateParser {
         continue;
       }
       if (seg.kind == Segment::Expr) {
-        ExprParser p(tokenize(seg.text, seg.line), seg.line);
+        ExprParser p(tokenize(seg.text, seg.line), seg.line, depth_, limit_);
         auto n = std::make_unique<Node>();
         n->kind = Node::Output;
         n->line = seg.line;
@@ -360,7 +403,7 @@ class TemplateParser {
 
   ExprParser open_tag() {
     const Segment& seg = s_[i_++];
-    ExprParser p(tokenize(seg.text, seg.line), seg.line);
+    ExprParser p(tokenize(seg.text, seg.line), seg.line, depth_, limit_);
     p.next();  // the tag name
     return p;
   }
@@ -482,12 +525,14 @@ class TemplateParser {
  private:
   std::vector<Segment> s_;
   size_t i_ = 0;
+  int limit_;
+  int depth_ = 0;  // blocks open (parse_body)
 };
 
 }  // namespace
 
-Body parse_template(const std::string& source) {
-  TemplateParser p(split_template(source));
+Body parse_template(const std::string& source, const Budget& budget) {
+  TemplateParser p(split_template(source), budget);
   return p.parse_all();
 }
 

@@ -5,9 +5,14 @@
 #include <string>
 
 #include "tokenizer/jinja/ast.h"
+#include "tokenizer/jinja/budget.h"
 
 namespace rinfer::jinja {
 
-Body parse_template(const std::string& source);
+// Nesting (blocks in blocks plus the expression tree at each point,
+// parentheses included) deeper than budget.max_nesting is an error, so
+// that neither the parser nor the evaluation of what it built runs out of
+// stack.
+Body parse_template(const std::string& source, const Budget& budget = {});
 
 }  // namespace rinfer::jinja

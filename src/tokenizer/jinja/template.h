@@ -9,17 +9,23 @@
 #include <string>
 
 #include "tokenizer/jinja/ast.h"
+#include "tokenizer/jinja/budget.h"
 #include "tokenizer/jinja/value.h"
 
 namespace rinfer::jinja {
 
 class Template {
  public:
-  explicit Template(const std::string& source);  // parses; throws on bad syntax
+  // Parses; throws on bad syntax or nesting deeper than the budget's.
+  explicit Template(const std::string& source, const Budget& budget = {});
   // globals: the variables the template sees (messages, bos_token, ...).
+  // Throws a one-line rinfer::Error for template errors and for going past
+  // the budget (budget.h).
   std::string render(const Dict& globals) const;
+  const Budget& budget() const { return budget_; }
 
  private:
+  Budget budget_;
   Body body_;
 };
 

@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tokenizer/jinja/budget.h"
+
 namespace rinfer::jinja {
 
 struct Value;
@@ -40,6 +42,15 @@ struct Value {
   bool is_namespace = false;  // a dict created by namespace(): attributes are assignable
 
   Value() : v(Undefined{}) {}
+  // A list or dict nested a million deep (built in a loop) is released
+  // without recursing once per level (value.cpp).
+  ~Value() {
+    if (v.index() == kListIndex || v.index() == kDictIndex) release();
+  }
+  Value(const Value&) = default;
+  Value(Value&&) noexcept = default;
+  Value& operator=(const Value&) = default;
+  Value& operator=(Value&&) noexcept = default;
   Value(None) : v(None{}) {}
   Value(bool b) : v(b) {}
   Value(int64_t i) : v(i) {}
@@ -70,8 +81,15 @@ struct Value {
   const std::string& str() const { return std::get<std::string>(v); }
   List& list() const { return *std::get<std::shared_ptr<List>>(v); }
   Dict& dict() const { return *std::get<std::shared_ptr<Dict>>(v); }
-  double number() const { return is_int() ? double(std::get<int64_t>(v)) : is_bool() ? double(std::get<bool>(v)) : std::get<double>(v); }
-  int64_t integer() const { return is_int() ? std::get<int64_t>(v) : is_bool() ? int64_t(std::get<bool>(v)) : int64_t(std::get<double>(v)); }
+  // Python's float(x) of a number or bool; anything else is an error.
+  double number() const {
+    if (is_int()) return double(std::get<int64_t>(v));
+    if (is_float()) return std::get<double>(v);
+    return number_slow();
+  }
+  // Python's int(x) of a number or bool: a float is truncated, and one
+  // that is NaN, infinite or outside int64 is an error (never UB).
+  int64_t integer() const { return is_int() ? std::get<int64_t>(v) : integer_slow(); }
 
   bool truthy() const;
   // Python str(x) (what {{ x }} prints; Undefined prints nothing).
@@ -79,7 +97,17 @@ struct Value {
   // Python repr(x) (used inside lists and dicts).
   std::string repr() const;
   const char* type_name() const;
+
+ private:
+  static constexpr size_t kListIndex = 6, kDictIndex = 7;  // positions in the variant
+  void release() noexcept;
+  double number_slow() const;
+  int64_t integer_slow() const;
 };
+
+// Python's int(d): truncated; throws (one line) for NaN, infinity and
+// values outside int64.
+int64_t float_to_int(double d);
 
 bool equal(const Value& a, const Value& b);
 // Python's a < b for numbers, strings and lists; throws otherwise.
