@@ -168,19 +168,25 @@ nlohmann::json print_profile(const profile::PhaseTotals (&prof)[2], double peak_
 
 Runner add_bench(CLI::App& app) {
   struct Opts {
-    std::string model, json_out;
+    std::string model, json_out, prompt_file;
     std::vector<std::string> ab_specs;
     int64_t prompt_len = 128, gen_len = 128;
     int samples = 5, warmup = 1;
     double mem_bw = 0;
     std::string bw_probe = "steps";
     bool roofline = true, profile = false;
+    SpeculativeCli speculative;
     RuntimeOptions rt;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("bench", "Measure TTFT, prefill and decode speed and memory");
   cmd->add_option("--model,-m", o->model, "rinfer model directory or Hugging Face checkpoint directory")->required();
-  cmd->add_option("--prompt-len", o->prompt_len, "Prompt tokens")->check(integer_in(1));
+  auto* plen = cmd->add_option("--prompt-len", o->prompt_len, "Prompt tokens (of fixed pseudo-random ids)")
+                   ->check(integer_in(1));
+  cmd->add_option("--prompt-file", o->prompt_file,
+                  "Prompt text instead (tokenized with the model's tokenizer, BOS as it says): for speculative "
+                  "decoding, whose gain depends on the text")
+      ->excludes(plen);
   cmd->add_option("--gen-len", o->gen_len, "Generated tokens per sample")->check(integer_in(1));
   cmd->add_option("--samples", o->samples, "Measured runs")->check(integer_in(1, INT32_MAX));
   cmd->add_option("--warmup", o->warmup, "Unmeasured runs first")->check(integer_in(0, INT32_MAX));
@@ -204,27 +210,45 @@ Runner add_bench(CLI::App& app) {
       ->take_all();
   add_runtime_options(cmd, o->rt);
   add_prefill_chunk_option(cmd, o->rt);
+  add_speculative_options(cmd, o->speculative);
   return [o]() -> int {
-    if (o->rt.kv_cache_tokens == 0) o->rt.kv_cache_tokens = o->prompt_len + o->gen_len;
+    std::string prompt_text;
+    if (!o->prompt_file.empty()) {
+      prompt_text = read_file(o->prompt_file, "--prompt-file");
+      RINFER_CHECK(!prompt_text.empty(), "--prompt-file ", o->prompt_file, " is empty");
+    }
     RINFER_CHECK(o->ab_specs.empty() || o->ab_specs.size() >= 2,
                  "--ab-decode-prefetch needs two or more profile specs, got one");
     for (const auto& spec : o->ab_specs) perf::parse_decode_prefetch(spec.c_str());  // a bad spec fails here
-    auto s = open_session(o->model, o->rt, false);
+    // The KV cache is sized for the prompt, known once it is tokenized.
+    if (o->rt.kv_cache_tokens == 0 && prompt_text.empty()) o->rt.kv_cache_tokens = o->prompt_len + o->gen_len;
+    auto s = open_session(o->model, o->rt, /*need_tokenizer=*/!prompt_text.empty(), [&](const LoadedModel& lm, DType) {
+      return o->rt.kv_cache_tokens > 0 ? o->rt.kv_cache_tokens : lm.config.max_position_embeddings;
+    });
     const auto& cfg = s->lm.config;
+    std::vector<int32_t> text_ids;
+    if (!prompt_text.empty()) {
+      text_ids = s->tokenizer->encode(prompt_text, /*add_special=*/true);
+      o->prompt_len = int64_t(text_ids.size());
+    }
     RINFER_CHECK(o->prompt_len + o->gen_len <= cfg.max_position_embeddings, "--prompt-len + --gen-len (",
                  o->prompt_len + o->gen_len, ") exceeds the model's context of ", cfg.max_position_embeddings);
     // A fixed pseudo-random prompt: the same ids for every run and machine.
-    std::vector<int32_t> prompt(size_t(o->prompt_len));
-    uint64_t x = 0x2545F4914F6CDD1Dull;
-    for (auto& id : prompt) {
-      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-      id = int32_t(3 + x % uint64_t(std::max<int64_t>(cfg.vocab_size - 3, 1)));
+    std::vector<int32_t> prompt = text_ids;
+    if (prompt.empty()) {
+      prompt.resize(size_t(o->prompt_len));
+      uint64_t x = 0x2545F4914F6CDD1Dull;
+      for (auto& id : prompt) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        id = int32_t(3 + x % uint64_t(std::max<int64_t>(cfg.vocab_size - 3, 1)));
+      }
     }
     Generator gen(*s->runner);
     gen.set_prefill_chunk(o->rt.prefill_chunk);
     GenerateOptions go;
     go.max_new_tokens = o->gen_len;
     go.sampling.temperature = 0;  // greedy, no EOS stop: every sample decodes gen_len tokens
+    go.speculative = o->speculative.options();
     for (int i = 0; i < o->warmup; ++i) gen.generate(prompt, go);
     // The kernel path of the prompt's matmuls (it depends on the quant type,
     // M and the CPU, not the shape) and the peak of its instruction. A shared
@@ -247,7 +271,7 @@ Runner add_bench(CLI::App& app) {
     const bool measure_peak = o->roofline && perf::peak_kind_of_path(prefill_path, peak_kind);
     auto probe_peak = [&] { return perf::measure_peak_gops(peak_kind, *s->pool); };
     double peak_best = 0, peak_after = 0;
-    Series ttft, prefill_tps, prefill_s, decode_tps, rss, probe_bw, bw_ratio, sample_peak;
+    Series ttft, prefill_tps, prefill_s, decode_tps, rss, probe_bw, bw_ratio, sample_peak, acceptance, per_step;
     const uint64_t wbytes = s->lm.model->weight_bytes_per_token();
     const bool measure_bw = o->roofline && o->mem_bw == 0;
     const bool probe_steps = measure_bw && o->bw_probe == "steps";
@@ -288,7 +312,12 @@ Runner add_bench(CLI::App& app) {
       ttft.v.push_back(r.ttft_s * 1e3);
       prefill_tps.v.push_back(double(prompt.size()) / r.prefill_s);
       prefill_s.v.push_back(r.prefill_s);
-      decode_tps.v.push_back(r.n_decode_steps > 0 ? double(r.n_decode_steps) / (r.decode_s - probe_s) : 0);
+      const double decode_tokens = double(r.output_ids.size()) - 1;
+      decode_tps.v.push_back(r.n_decode_steps > 0 ? decode_tokens / (r.decode_s - probe_s) : 0);
+      if (go.speculative.num_tokens > 0) {
+        acceptance.v.push_back(r.n_drafted > 0 ? double(r.n_accepted) / double(r.n_drafted) : 0);
+        per_step.v.push_back(r.n_decode_steps > 0 ? decode_tokens / double(r.n_decode_steps) : 0);
+      }
       // The step probe's buffer is resident for the whole sample; it is the
       // bench's, not the model's.
       rss.v.push_back(double(peak_rss_bytes()) - double(step_probe ? step_probe->resident_bytes() : 0));
@@ -445,6 +474,13 @@ Runner add_bench(CLI::App& app) {
     // Per sample, so that the ratios can be recomputed from the JSON.
     j["sample_prefill_s"] = prefill_s.v;
     j["sample_decode_tokens_per_s"] = decode_tps.v;
+    if (go.speculative.num_tokens > 0)
+      j["speculative"] = {{"method", o->speculative.mode},
+                          {"num_speculative_tokens", go.speculative.num_tokens},
+                          {"ngram_max", go.speculative.ngram_max},
+                          {"acceptance", acceptance.mean()},
+                          {"tokens_per_step", per_step.mean()}};
+    if (!o->prompt_file.empty()) j["prompt_file"] = o->prompt_file;
     if (!probe_bw.v.empty()) j["sample_mem_bw_gb_s"] = probe_bw.v;
     double mem_bw = 0, bw_frac = 0;
     if (o->mem_bw > 0) {
@@ -476,6 +512,10 @@ Runner add_bench(CLI::App& app) {
     std::printf("\n");
     std::printf("  decode          %10.2f ± %.2f tokens/s (TPOT %.1f ms)\n", decode_tps.mean(), decode_tps.std(),
                 decode_tps.mean() > 0 ? 1e3 / decode_tps.mean() : 0.0);
+    if (go.speculative.num_tokens > 0)
+      std::printf("  speculative     %s, up to %lld drafts: %.1f %% accepted, %.2f tokens per decode step\n",
+                  o->speculative.mode.c_str(), (long long)go.speculative.num_tokens, 100 * acceptance.mean(),
+                  per_step.mean());
     std::printf("%s", qpaths.c_str());
     if (o->rt.ep > 1)
       std::printf("  experts         %d ranks, balancedness (mean / max tokens per rank) of the worst MoE layer %.3f\n",

@@ -17,7 +17,7 @@ namespace rinfer::cli {
 
 namespace {
 struct RunOptions {
-  std::string model, prompt, prompt_ids;
+  std::string model, prompt, prompt_ids, prompt_file;
   int64_t max_new_tokens = 128;
   float temperature = 0.8f, top_p = 0.95f, repetition_penalty = 1.0f;
   int32_t top_k = 0;
@@ -27,6 +27,7 @@ struct RunOptions {
   std::string system;  // --system: the system message in chat mode
   std::string expert_stats;
   int64_t max_model_len = 0;
+  SpeculativeCli speculative;
   RuntimeOptions rt;
 };
 
@@ -40,6 +41,7 @@ Runner add_run(CLI::App& app) {
   auto* p = cmd->add_option("--prompt,-p", o->prompt, "Prompt text (BOS added as the tokenizer config says)");
   auto* ids_opt =
       cmd->add_option("--prompt-ids", o->prompt_ids, "Prompt as comma-separated token ids, used as given")->excludes(p);
+  cmd->add_option("--prompt-file", o->prompt_file, "Prompt text from a file, as --prompt")->excludes(p)->excludes(ids_opt);
   cmd->add_option("--max-new-tokens,-n", o->max_new_tokens, "Tokens to generate at most")->check(integer_in(0));
   cmd->add_option("--temperature,-t", o->temperature, "0 = greedy")->check(number_in(0, INFINITY));
   cmd->add_option("--top-k", o->top_k, "Keep the k most likely tokens (0 = off)")->check(integer_in(0, INT32_MAX));
@@ -57,10 +59,12 @@ Runner add_run(CLI::App& app) {
                   "MoE models: write per-layer expert activation counts (JSON) to this file");
   add_runtime_options(cmd, o->rt);
   add_prefill_chunk_option(cmd, o->rt);
+  add_speculative_options(cmd, o->speculative);
   return [o, ids_opt]() -> int {
     const bool use_text = ids_opt->count() == 0;
     // Checked before loading the model: a typo fails at once.
     std::vector<int32_t> prompt;
+    if (!o->prompt_file.empty()) o->prompt = read_file(o->prompt_file, "--prompt-file");
     if (!use_text) {
       prompt = parse_ids(o->prompt_ids);
       RINFER_CHECK(!prompt.empty(), "--prompt-ids: no token ids given");
@@ -86,6 +90,7 @@ Runner add_run(CLI::App& app) {
     GenerateOptions go;
     go.max_new_tokens = o->max_new_tokens;
     go.max_context = o->max_model_len;
+    go.speculative = o->speculative.options();
     go.sampling.temperature = o->temperature;
     go.sampling.top_k = o->top_k;
     go.sampling.top_p = o->top_p;
@@ -128,9 +133,14 @@ Runner add_run(CLI::App& app) {
       std::fwrite(rest.data(), 1, rest.size(), stdout);
       std::fputc('\n', stdout);
       std::fflush(stdout);  // before the stderr summary, so the two never interleave
-      double tps = r.n_decode_steps > 0 && r.decode_s > 0 ? double(r.n_decode_steps) / r.decode_s : 0;
-      std::fprintf(stderr, "[%zu prompt tokens, %zu generated, stop: %s; TTFT %.1f ms, decode %.2f tok/s]\n",
-                   prompt.size(), r.output_ids.size(), r.stop_reason.c_str(), r.ttft_s * 1e3, tps);
+      std::string spec;
+      if (go.speculative.num_tokens > 0)
+        spec = str("; drafted ", r.n_drafted, ", accepted ", r.n_accepted, ", ",
+                   r.n_decode_steps > 0 ? double(r.output_ids.size() - 1) / double(r.n_decode_steps) : 0.0,
+                   " tokens per step");
+      std::fprintf(stderr, "[%zu prompt tokens, %zu generated, stop: %s; TTFT %.1f ms, decode %.2f tok/s%s]\n",
+                   prompt.size(), r.output_ids.size(), r.stop_reason.c_str(), r.ttft_s * 1e3,
+                   r.decode_tokens_per_s(), spec.c_str());
       write_expert_stats();
       return 0;
     }
@@ -146,7 +156,14 @@ Runner add_run(CLI::App& app) {
                                  {"experts_moved", rb->experts_moved()}};
     j["seed"] = go.sampling.seed;
     j["ttft_ms"] = r.ttft_s * 1e3;
-    j["decode_tokens_per_s"] = r.n_decode_steps > 0 && r.decode_s > 0 ? double(r.n_decode_steps) / r.decode_s : 0.0;
+    j["decode_tokens_per_s"] = r.decode_tokens_per_s();
+    j["decode_steps"] = r.n_decode_steps;
+    if (go.speculative.num_tokens > 0)
+      j["speculative"] = {{"method", o->speculative.mode},
+                          {"num_speculative_tokens", go.speculative.num_tokens},
+                          {"drafted", r.n_drafted},
+                          {"accepted", r.n_accepted},
+                          {"acceptance", r.n_drafted > 0 ? double(r.n_accepted) / double(r.n_drafted) : 0.0}};
     std::printf("%s\n", dump(j).c_str());
     write_expert_stats();
     return 0;

@@ -22,14 +22,6 @@ using ojson = nlohmann::ordered_json;
 
 std::string dump(const ojson& j) { return j.dump(-1, ' ', false, ojson::error_handler_t::replace); }
 
-std::string read_file(const std::string& path, const char* option) {
-  std::ifstream in(path, std::ios::binary);
-  RINFER_CHECK(in, option, ": cannot read ", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 ojson parse_json(const std::string& text, const std::string& what) {
   check_json_depth(text, what);
   try {

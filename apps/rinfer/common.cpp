@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -110,6 +111,35 @@ void add_prefill_chunk_option(CLI::App* cmd, RuntimeOptions& o) {
                   str("Prompt tokens per forward pass: longer prompts are prefilled in chunks, which bounds the "
                       "activation memory (default ", Generator::kDefaultPrefillChunk, "; 0: the whole prompt at once)"))
       ->check(integer_in(0));
+}
+
+std::string read_file(const std::string& path, const char* option) {
+  std::ifstream in(path, std::ios::binary);
+  RINFER_CHECK(in, option, ": cannot read ", path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  RINFER_CHECK(!in.bad(), option, ": cannot read ", path);
+  return ss.str();
+}
+
+void add_speculative_options(CLI::App* cmd, SpeculativeCli& o) {
+  cmd->add_option("--speculative", o.mode,
+                  "Speculative decoding: ngram (drafts from earlier text of the sequence, i.e. prompt lookup; the "
+                  "output is the one without it)")
+      ->check(CLI::IsMember({"ngram"}));
+  cmd->add_option("--num-speculative-tokens", o.num_tokens,
+                  "With --speculative: tokens drafted per step at most (default 3; up to 3 the logits are bitwise "
+                  "those without speculation)")
+      ->check(integer_in(1, 16));
+  cmd->add_option("--ngram-max", o.ngram_max, "With --speculative ngram: longest n-gram looked up (default 3)")
+      ->check(integer_in(1, 64));
+}
+
+SpeculativeOptions SpeculativeCli::options() const {
+  SpeculativeOptions s;
+  s.num_tokens = mode.empty() ? 0 : num_tokens;
+  s.ngram_max = ngram_max;
+  return s;
 }
 
 namespace {

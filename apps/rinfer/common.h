@@ -43,6 +43,16 @@ void add_runtime_options(CLI::App* cmd, RuntimeOptions& o);
 // --prefill-chunk, for the commands that run a Generator (run, bench,
 // validate); serve has its per-step token budget (--max-batch-tokens).
 void add_prefill_chunk_option(CLI::App* cmd, RuntimeOptions& o);
+// The whole file an option names; "OPTION: cannot read PATH" when it cannot.
+std::string read_file(const std::string& path, const char* option);
+
+// --speculative ngram, --num-speculative-tokens, --ngram-max (run, bench).
+struct SpeculativeCli {
+  std::string mode;  // empty: off
+  int64_t num_tokens = 3, ngram_max = 3;
+  SpeculativeOptions options() const;
+};
+void add_speculative_options(CLI::App* cmd, SpeculativeCli& o);
 
 // Option checks with plain one-line messages ("must be an integer >= 0, got
 // \"-3\""). CLI11's NonNegativeNumber & co. print their bound as a 300-digit

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "runtime/prompt_lookup.h"
 
 namespace rinfer {
 
@@ -59,43 +60,68 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
   check_request(prompt, opts);
   const int64_t vocab = runner_.config().vocab_size;
   const int64_t ctx = context_limit(opts.max_context);
+  const SpeculativeOptions& spec = opts.speculative;
   reset();
   Sampler sampler(opts.sampling);
   GenerateResult res;
-  std::vector<int32_t> history(prompt.begin(), prompt.end());
+  std::vector<int32_t> history(prompt.begin(), prompt.end()), tokens, drafts;
   logits_.resize(size_t(vocab));
   auto t0 = std::chrono::steady_clock::now();
   prefill(prompt, false, logits_.data());
   res.prefill_s = seconds_since(t0);
-  int64_t pos = int64_t(prompt.size());
+  int64_t pos = int64_t(prompt.size());  // where the next sampled token goes
+  int64_t rows = 1;                      // of logits_: for positions pos, pos + 1, ...
   res.stop_reason = "length";
   auto t_decode = std::chrono::steady_clock::now();
-  for (int64_t step = 0; step < opts.max_new_tokens; ++step) {
-    // The token sampled now sits at position `pos`; it must fit the context.
+  while (int64_t(res.output_ids.size()) < opts.max_new_tokens) {
+    bool stop = false;
+    for (int64_t i = 0; i < rows; ++i) {
+      if (pos >= ctx) {
+        res.stop_reason = "context";
+        stop = true;
+        break;
+      }
+      const int32_t id = runner_.sample(logits_.data() + i * vocab, sampler, history).id;
+      if (res.output_ids.empty()) {
+        res.ttft_s = seconds_since(t0);
+        t_decode = std::chrono::steady_clock::now();
+      }
+      res.output_ids.push_back(id);
+      history.push_back(id);
+      ++pos;
+      if (on_token) on_token(id);
+      if (std::find(opts.stop_ids.begin(), opts.stop_ids.end(), id) != opts.stop_ids.end()) {
+        res.stop_reason = "eos";
+        stop = true;
+        break;
+      }
+      if (int64_t(res.output_ids.size()) == opts.max_new_tokens) {
+        stop = true;
+        break;
+      }
+      // Row i + 1 holds the position after drafts[i]: usable only if the
+      // sample is that draft.
+      if (i >= int64_t(drafts.size()) || id != drafts[size_t(i)]) break;
+      ++res.n_accepted;
+    }
+    if (stop) break;
     if (pos >= ctx) {
       res.stop_reason = "context";
       break;
     }
-    if (step > 0) {
-      kv_.reserve(blocks_, pos);
-      const int32_t last = res.output_ids.back();
-      BatchItem next{{&last, 1}, pos - 1, blocks_, LogitRows::Last};
-      runner_.forward({&next, 1}, logits_.data());
-      ++res.n_decode_steps;
-    }
-    int32_t id = runner_.sample(logits_.data(), sampler, history).id;
-    if (step == 0) {
-      res.ttft_s = seconds_since(t0);
-      t_decode = std::chrono::steady_clock::now();
-    }
-    res.output_ids.push_back(id);
-    history.push_back(id);
-    if (on_token) on_token(id);
-    if (std::find(opts.stop_ids.begin(), opts.stop_ids.end(), id) != opts.stop_ids.end()) {
-      res.stop_reason = "eos";
-      break;
-    }
-    ++pos;
+    // The last token at pos - 1, then the drafts: each token forwarded needs
+    // its row's sample to fit the context and the output budget.
+    const int64_t room = std::min(ctx - pos, opts.max_new_tokens - int64_t(res.output_ids.size())) - 1;
+    drafts = prompt_lookup_draft(history, std::min(spec.num_tokens, room), spec.ngram_max);
+    res.n_drafted += int64_t(drafts.size());
+    tokens.assign(1, res.output_ids.back());
+    tokens.insert(tokens.end(), drafts.begin(), drafts.end());
+    rows = int64_t(tokens.size());
+    kv_.reserve(blocks_, pos + rows - 1);
+    logits_.resize(size_t(rows * vocab));
+    BatchItem next{tokens, pos - 1, blocks_, rows > 1 ? LogitRows::All : LogitRows::Last};
+    runner_.forward({&next, 1}, logits_.data());
+    ++res.n_decode_steps;
   }
   res.decode_s = seconds_since(t_decode);
   reset();

@@ -3,6 +3,16 @@
 // of at most prefill_chunk tokens, then decode one token per step, sampling
 // each, through the model runner. Used by `rinfer run`, `validate` and
 // `bench`; the serving engine is the runner's other client.
+//
+// With speculation, a step forwards the last token and up to k drafted ones
+// (prompt lookup) together, and samples along the rows while each sample
+// equals the draft: a step yields 1 to k + 1 tokens. Each token is still
+// sampled from the model's distribution given the tokens before it, with
+// one draw of the sampler per token, so the output is the one plain
+// decoding gives (a one-hot draft needs no other acceptance rule: the draft
+// is accepted exactly when the sample hits it). Up to 3 drafts the rows take
+// the decode kernels (GEMVs up to 4 rows for every weight type) and the
+// logits are bitwise those of plain decoding; more rows round differently.
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -16,8 +26,14 @@
 
 namespace rinfer {
 
+struct SpeculativeOptions {
+  int64_t num_tokens = 0;  // drafted per step at most; 0: no speculation
+  int64_t ngram_max = 3;   // prompt lookup: longest suffix searched for
+};
+
 struct GenerateOptions {
   int64_t max_new_tokens = 128;
+  SpeculativeOptions speculative;
   SamplingParams sampling;
   std::vector<int32_t> stop_ids;  // EOS ids; empty: never stop early
   int64_t max_context = 0;        // tokens (prompt + output); 0: the model's and the cache's limit
@@ -29,7 +45,13 @@ struct GenerateResult {
   double prefill_s = 0;     // prompt forward passes
   double ttft_s = 0;        // prompt forward + first sampled token
   double decode_s = 0;      // all later steps
-  int64_t n_decode_steps = 0;
+  int64_t n_decode_steps = 0;  // forward passes after the prompt's
+  int64_t n_drafted = 0, n_accepted = 0;  // speculation: tokens proposed, and those sampled as proposed
+
+  // Tokens after the first, per second of decode_s.
+  double decode_tokens_per_s() const {
+    return output_ids.size() > 1 && decode_s > 0 ? double(output_ids.size() - 1) / decode_s : 0;
+  }
 };
 
 class Generator {
