@@ -15,9 +15,15 @@ HfCheckpoint HfCheckpoint::open(const std::string& dir) {
   RINFER_CHECK(fs::is_directory(dir), dir, " is not a directory");
   const std::string cfg_path = (fs::path(dir) / "config.json").string();
   RINFER_CHECK(fs::exists(cfg_path), "no config.json in ", dir, " (expected a Hugging Face checkpoint directory)");
-  HfCheckpoint ck;
+  HfCheckpoint ck = parse_config(read_json_file(cfg_path), cfg_path);
   ck.dir = dir;
-  ck.hf_config = read_json_file(cfg_path);
+  ck.tensors = std::make_unique<io::SafetensorsCheckpoint>(dir);
+  return ck;
+}
+
+HfCheckpoint HfCheckpoint::parse_config(nlohmann::json cfg, const std::string& cfg_path) {
+  HfCheckpoint ck;
+  ck.hf_config = std::move(cfg);
   RINFER_CHECK(ck.hf_config.is_object(), cfg_path, ": expected a JSON object");
   auto archs = ck.hf_config.find("architectures");
   RINFER_CHECK(archs != ck.hf_config.end() && archs->is_array() && !archs->empty() && (*archs)[0].is_string(),
@@ -45,7 +51,6 @@ HfCheckpoint HfCheckpoint::open(const std::string& dir) {
   } catch (const nlohmann::json::exception& e) {
     fail(cfg_path, ": bad quantization_config: ", e.what());
   }
-  ck.tensors = std::make_unique<io::SafetensorsCheckpoint>(dir);
   return ck;
 }
 

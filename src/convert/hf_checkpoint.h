@@ -23,6 +23,10 @@ struct HfCheckpoint {
   // malformed config.json, an unknown architecture (listing the supported
   // ones) or unusable safetensors.
   static HfCheckpoint open(const std::string& dir);
+  // The config.json half of open(): `cfg` parsed by its architecture into
+  // hf_config, arch and config (tensors stay empty); `cfg_path` names it in
+  // the errors.
+  static HfCheckpoint parse_config(nlohmann::json cfg, const std::string& cfg_path);
   // The dtype most of the weight matrices are stored in (F32, F16 or BF16).
   DType storage_dtype() const;
 };

@@ -46,8 +46,11 @@ nlohmann::json read_json_file(const std::string& path) {
   if (!in) fail("cannot read ", path, ": ", std::strerror(errno));
   std::ostringstream ss;
   ss << in.rdbuf();
-  const std::string text = ss.str();
-  check_json_depth(text, path);
+  return parse_json_text(ss.str(), path);
+}
+
+nlohmann::json parse_json_text(std::string_view text, const std::string& what) {
+  check_json_depth(text, what);
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
@@ -55,7 +58,7 @@ nlohmann::json read_json_file(const std::string& path) {
     std::string msg = e.what();
     for (char& c : msg)
       if (c == '\n' || c == '\r') c = ' ';
-    fail(path, " is not valid JSON: ", msg);
+    fail(what, " is not valid JSON: ", msg);
   }
 }
 

@@ -24,5 +24,8 @@ void check_json_depth(std::string_view text, const std::string& what);
 nlohmann::json parse_json_or_discarded(std::string_view text);
 
 nlohmann::json read_json_file(const std::string& path);
+// What read_json_file does with the file's text; `what` (the path) names it
+// in the errors.
+nlohmann::json parse_json_text(std::string_view text, const std::string& what);
 
 }  // namespace rinfer

@@ -126,17 +126,26 @@ TensorEntry parse_entry(const std::string& path, const std::string& name, const 
 
 // ---------------------------------------------------------------- reader
 
-SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
-  const uint64_t size = file_.size();
+SafetensorsFile::SafetensorsFile(const std::string& path) : name_(path), file_(path) {
+  parse(file_.data(), file_.size());
+}
+
+SafetensorsFile::SafetensorsFile(std::string name, std::span<const uint8_t> bytes) : name_(std::move(name)) {
+  parse(bytes.data(), bytes.size());
+}
+
+void SafetensorsFile::parse(const uint8_t* bytes, uint64_t size) {
+  const std::string& path = name_;
+  bytes_ = bytes;
   if (size < 8) fail(path, ": not a safetensors file (", size, " bytes, shorter than the 8-byte header length)");
-  const uint64_t hlen = read_u64_le(file_.data());
+  const uint64_t hlen = read_u64_le(bytes);
   if (hlen > kMaxHeaderBytes)
     fail(path, ": not a safetensors file (header length ", hlen, " exceeds the ", kMaxHeaderBytes, " byte limit)");
   if (hlen > size - 8)
     fail(path, ": truncated or not a safetensors file (header length ", hlen, " but the file has only ", size,
          " bytes)");
   const uint64_t data_size = size - 8 - hlen;
-  data_section_ = file_.data() + 8 + hlen;
+  data_section_ = bytes + 8 + hlen;
 
   // nlohmann keeps the last of duplicate keys; a duplicated tensor name would
   // silently hide one entry, so spot top-level duplicates while parsing.
@@ -150,7 +159,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
   };
 
   json header;
-  const char* hbegin = reinterpret_cast<const char*>(file_.data() + 8);
+  const char* hbegin = reinterpret_cast<const char*>(bytes + 8);
   // nlohmann stops at a NUL byte as if the input ended, which would let
   // trailing garbage through; JSON text never contains one.
   if (std::memchr(hbegin, '\0', hlen)) fail(path, ": safetensors header is not valid JSON (contains a NUL byte)");
@@ -226,13 +235,13 @@ TensorView SafetensorsFile::view(const TensorEntry& e) const {
 }
 
 void SafetensorsFile::release(const TensorEntry& e) const {
-  file_.release(size_t(data_section_ - file_.data()) + e.begin, e.end - e.begin);
+  file_.release(size_t(data_section_ - bytes_) + e.begin, e.end - e.begin);
 }
 
 void SafetensorsFile::release(const TensorEntry& e, size_t from, size_t len) const {
   const size_t size = e.end - e.begin;
   if (from >= size) return;
-  file_.release(size_t(data_section_ - file_.data()) + e.begin + from, std::min(len, size - from));
+  file_.release(size_t(data_section_ - bytes_) + e.begin + from, std::min(len, size - from));
 }
 
 // ---------------------------------------------------------------- checkpoint

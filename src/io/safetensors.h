@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,8 +32,12 @@ class SafetensorsFile {
   // end - begin, spans inside the data section and not overlapping.
   // Any violation throws rinfer::Error naming the file and the problem.
   explicit SafetensorsFile(const std::string& path);
+  // The same checks over bytes already in memory (the caller keeps them
+  // alive while this object and its views live); `name` stands for the path
+  // in messages. release() is then a no-op.
+  SafetensorsFile(std::string name, std::span<const uint8_t> bytes);
 
-  const std::string& path() const { return file_.path(); }
+  const std::string& path() const { return name_; }
   const std::vector<TensorEntry>& tensors() const { return tensors_; }
   const TensorEntry* find(std::string_view name) const;
   TensorView view(const TensorEntry& e) const;
@@ -43,7 +48,11 @@ class SafetensorsFile {
   void release(const TensorEntry& e, size_t from, size_t len) const;
 
  private:
-  MappedFile file_;
+  void parse(const uint8_t* bytes, uint64_t size);
+
+  std::string name_;
+  MappedFile file_;  // empty for the in-memory form
+  const uint8_t* bytes_ = nullptr;  // the whole file
   const uint8_t* data_section_ = nullptr;
   std::vector<TensorEntry> tensors_;
   std::map<std::string, size_t> index_;

@@ -1,6 +1,7 @@
 #include "model/model_config.h"
 
 #include <cmath>
+#include <cstdlib>
 
 #include "core/error.h"
 
@@ -13,6 +14,11 @@ int64_t get_int(const json& cfg, const char* key) {
   auto it = cfg.find(key);
   if (it == cfg.end() || it->is_null()) fail("config.json: missing required key \"", key, "\"");
   if (!it->is_number_integer()) fail("config.json: \"", key, "\" must be an integer, got ", it->dump());
+  // Bounded here, where every config.json integer is read, so that no
+  // family's arithmetic on them (shapes, sums of head dims) can overflow.
+  const bool in_range = it->is_number_unsigned() ? it->get<uint64_t>() <= uint64_t(kMaxConfigInt)
+                                                 : std::llabs(it->get<int64_t>()) <= kMaxConfigInt;
+  if (!in_range) fail("config.json: \"", key, "\" is out of range (at most ", kMaxConfigInt, "), got ", it->dump());
   return it->get<int64_t>();
 }
 int64_t get_int(const json& cfg, const char* key, int64_t fallback) {
@@ -135,6 +141,14 @@ void ModelConfig::validate() const {
   positive(n_kv_heads, "num_key_value_heads");
   positive(head_dim, "head_dim");
   positive(max_position_embeddings, "max_position_embeddings");
+  // model_desc.json's numbers do not pass through hf::get_int: the same bound.
+  for (auto [v, what] : {std::pair{vocab_size, "vocab_size"}, {hidden_size, "hidden_size"},
+                         {intermediate_size, "intermediate_size"}, {n_heads, "num_attention_heads"},
+                         {n_kv_heads, "num_key_value_heads"}, {head_dim, "head_dim"},
+                         {max_position_embeddings, "max_position_embeddings"}})
+    RINFER_CHECK(v <= kMaxConfigInt, "config: ", what, " is out of range (at most ", kMaxConfigInt, "), got ", v);
+  RINFER_CHECK(n_layers <= kMaxLayers, "config: num_hidden_layers is out of range (at most ", kMaxLayers, "), got ",
+               n_layers);
   RINFER_CHECK(n_heads % n_kv_heads == 0, "config: num_attention_heads (", n_heads,
                ") must be a multiple of num_key_value_heads (", n_kv_heads, ")");
   RINFER_CHECK(head_dim % 2 == 0, "config: head_dim must be even for rotary embeddings, got ", head_dim);

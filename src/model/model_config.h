@@ -53,6 +53,16 @@ struct ModelConfig {
   void validate() const;
 };
 
+// The largest magnitude of an integer in config.json (a size, a count, an id,
+// a position): 2^26 is above every real model's (vocabularies of 256K,
+// contexts of 10M), and sums and products of two such values (the tensor
+// shapes the families derive, n_heads * (qk + v)) stay far inside int64.
+inline constexpr int64_t kMaxConfigInt = int64_t(1) << 26;
+// Layers and MoE experts are also loop counts over tensor specs: bounded
+// tighter, far above real models (a few hundred of each).
+inline constexpr int64_t kMaxLayers = 4096;
+inline constexpr int64_t kMaxExperts = 4096;
+
 // Helpers for reading Hugging Face config.json values with one-line errors.
 namespace hf {
 int64_t get_int(const nlohmann::json& cfg, const char* key);

@@ -70,6 +70,10 @@ std::unique_ptr<FeedForwardBlock> make_moe(const WeightStore& w, const std::stri
 }
 
 nlohmann::json moe_to_json(const MoeRouting& r, const MoeShape& s) {
+  // Every family's MoE config passes here: the expert count is a loop count
+  // over tensor specs (and experts' weights), so it is bounded like layers.
+  RINFER_CHECK(r.n_experts >= 0 && r.n_experts <= kMaxExperts, "config.json: the number of experts (", r.n_experts,
+               ") is out of range (at most ", kMaxExperts, ")");
   return {{"n_experts", r.n_experts},
           {"top_k", r.top_k},
           {"sigmoid", r.sigmoid},

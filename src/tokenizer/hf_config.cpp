@@ -103,46 +103,58 @@ void read_eos_ids(const json& j, const fs::path& file, std::vector<int32_t>* out
   }
 }
 
+// tokenizer_config.json's keys into cfg; true when it has added_tokens_decoder.
+bool read_tokenizer_config(const json& j, const fs::path& tc_path, HfTokenizerConfig& cfg) {
+  bool has_decoder = false;
+  cfg.add_bos_token = get_bool(j, "add_bos_token", tc_path);
+  cfg.add_eos_token = get_bool(j, "add_eos_token", tc_path);
+  read_role(j, "bos_token", tc_path, &cfg.bos);
+  read_role(j, "eos_token", tc_path, &cfg.eos);
+  read_role(j, "unk_token", tc_path, &cfg.unk);
+  read_role(j, "pad_token", tc_path, &cfg.pad);
+  if (auto it = j.find("additional_special_tokens"); it != j.end())
+    cfg.additional_special_tokens = read_additional(*it, tc_path);
+  if (auto it = j.find("added_tokens_decoder"); it != j.end() && !it->is_null()) {
+    RINFER_CHECK(it->is_object(), "tokenizer: ", tc_path.string(), ": \"added_tokens_decoder\" must be an object");
+    has_decoder = true;
+    for (const auto& [key, v] : it->items()) {
+      const int32_t id = parse_id(key, tc_path);
+      auto t = parse_token(v, str("added_tokens_decoder[\"", key, "\"]"), tc_path);
+      RINFER_CHECK(t.has_value(), "tokenizer: ", tc_path.string(), ": added_tokens_decoder[\"", key,
+                   "\"] is null");
+      // In added_tokens_decoder a missing "special" means a plain added token.
+      if (v.is_object()) t->special = get_flag(v, "special", tc_path, false);
+      cfg.added_tokens.emplace_back(id, *t);
+    }
+  }
+  // transformers: legacy=None means legacy behaviour.
+  cfg.legacy = get_bool(j, "legacy", tc_path).value_or(true);
+  // LlamaTokenizer defaults add_prefix_space to True; an explicit null is
+  // stored as None and reads as false in its `if self.add_prefix_space`.
+  if (auto it = j.find("add_prefix_space"); it != j.end())
+    cfg.add_prefix_space = get_bool(j, "add_prefix_space", tc_path).value_or(false);
+  cfg.split_special_tokens = get_bool(j, "split_special_tokens", tc_path).value_or(false);
+  cfg.clean_up_tokenization_spaces = get_bool(j, "clean_up_tokenization_spaces", tc_path).value_or(false);
+  if (auto it = j.find("tokenizer_class"); it != j.end() && it->is_string())
+    cfg.tokenizer_class = it->get<std::string>();
+  return has_decoder;
+}
+
 }  // namespace
+
+HfTokenizerConfig parse_hf_tokenizer_config_json(std::string_view text, const std::string& name) {
+  const json j = parse_json_text(text, name);
+  RINFER_CHECK(j.is_object(), "tokenizer: ", name, " must hold a JSON object");
+  HfTokenizerConfig cfg;
+  read_tokenizer_config(j, name, cfg);
+  return cfg;
+}
 
 HfTokenizerConfig read_hf_tokenizer_config(const fs::path& dir) {
   HfTokenizerConfig cfg;
   bool has_decoder = false;
   const fs::path tc_path = dir / "tokenizer_config.json";
-  if (auto tc = read_json(tc_path)) {
-    const json& j = *tc;
-    cfg.add_bos_token = get_bool(j, "add_bos_token", tc_path);
-    cfg.add_eos_token = get_bool(j, "add_eos_token", tc_path);
-    read_role(j, "bos_token", tc_path, &cfg.bos);
-    read_role(j, "eos_token", tc_path, &cfg.eos);
-    read_role(j, "unk_token", tc_path, &cfg.unk);
-    read_role(j, "pad_token", tc_path, &cfg.pad);
-    if (auto it = j.find("additional_special_tokens"); it != j.end())
-      cfg.additional_special_tokens = read_additional(*it, tc_path);
-    if (auto it = j.find("added_tokens_decoder"); it != j.end() && !it->is_null()) {
-      RINFER_CHECK(it->is_object(), "tokenizer: ", tc_path.string(), ": \"added_tokens_decoder\" must be an object");
-      has_decoder = true;
-      for (const auto& [key, v] : it->items()) {
-        const int32_t id = parse_id(key, tc_path);
-        auto t = parse_token(v, str("added_tokens_decoder[\"", key, "\"]"), tc_path);
-        RINFER_CHECK(t.has_value(), "tokenizer: ", tc_path.string(), ": added_tokens_decoder[\"", key,
-                     "\"] is null");
-        // In added_tokens_decoder a missing "special" means a plain added token.
-        if (v.is_object()) t->special = get_flag(v, "special", tc_path, false);
-        cfg.added_tokens.emplace_back(id, *t);
-      }
-    }
-    // transformers: legacy=None means legacy behaviour.
-    cfg.legacy = get_bool(j, "legacy", tc_path).value_or(true);
-    // LlamaTokenizer defaults add_prefix_space to True; an explicit null is
-    // stored as None and reads as false in its `if self.add_prefix_space`.
-    if (auto it = j.find("add_prefix_space"); it != j.end())
-      cfg.add_prefix_space = get_bool(j, "add_prefix_space", tc_path).value_or(false);
-    cfg.split_special_tokens = get_bool(j, "split_special_tokens", tc_path).value_or(false);
-    cfg.clean_up_tokenization_spaces = get_bool(j, "clean_up_tokenization_spaces", tc_path).value_or(false);
-    if (auto it = j.find("tokenizer_class"); it != j.end() && it->is_string())
-      cfg.tokenizer_class = it->get<std::string>();
-  }
+  if (auto tc = read_json(tc_path)) has_decoder = read_tokenizer_config(*tc, tc_path, cfg);
   // Since transformers 4.34, a tokenizer_config.json with added_tokens_decoder
   // is authoritative; the older files are only read without it.
   if (!has_decoder) {

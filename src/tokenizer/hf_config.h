@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace rinfer {
@@ -55,5 +56,8 @@ struct HfTokenizerConfig {
 // Reads whichever of the files exist in dir; none existing is fine (all
 // defaults). Throws rinfer::Error for malformed JSON or wrongly typed keys.
 HfTokenizerConfig read_hf_tokenizer_config(const std::filesystem::path& dir);
+// What the tokenizer_config.json text alone says (`name`, its path, names it
+// in the errors); the same checks.
+HfTokenizerConfig parse_hf_tokenizer_config_json(std::string_view text, const std::string& name);
 
 }  // namespace rinfer

@@ -186,7 +186,7 @@ class TokenizerJsonSax {
   std::string syntax_error_, error_;
 };
 
-TokenizerJson read_tokenizer_json(const fs::path& file) {
+std::string read_file_text(const fs::path& file) {
   const std::string path = file.string();
   std::ifstream in(file, std::ios::binary);
   if (!in) fail("cannot read ", path, ": ", std::strerror(errno));
@@ -196,6 +196,10 @@ TokenizerJson read_tokenizer_json(const fs::path& file) {
   in.seekg(0);
   in.read(text.data(), std::streamsize(text.size()));
   RINFER_CHECK(in, "cannot read ", path);
+  return text;
+}
+
+TokenizerJson parse_tokenizer_json(std::string_view text, const std::string& path) {
   check_json_depth(text, "tokenizer: " + path);
   TokenizerJson tj;
   TokenizerJsonSax sax(&tj);
@@ -312,7 +316,12 @@ bool is_llama_class(const std::string& cls) {
 }  // namespace
 
 std::unique_ptr<Tokenizer> load_hf_tokenizer_json(const fs::path& file, const HfTokenizerConfig& cfg) {
-  TokenizerJson tj = read_tokenizer_json(file);
+  return load_hf_tokenizer_json_text(read_file_text(file), file.string(), cfg);
+}
+
+std::unique_ptr<Tokenizer> load_hf_tokenizer_json_text(std::string_view text, const std::string& name,
+                                                      const HfTokenizerConfig& cfg) {
+  TokenizerJson tj = parse_tokenizer_json(text, name);
   const json& j = tj.doc;
   TokenizerPipeline p;
   try {
@@ -338,7 +347,7 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer_json(const fs::path& file, const Hf
   } catch (const Error& e) {
     std::string msg = e.what();
     if (msg.starts_with("tokenizer: ")) msg.erase(0, 11);
-    fail("tokenizer: ", file.string(), ": ", msg);
+    fail("tokenizer: ", name, ": ", msg);
   }
 
   // transformers adds the config's tokens to the fast tokenizer when they
@@ -372,9 +381,9 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer_json(const fs::path& file, const Hf
   role(cfg.pad, "");
   for (const auto& t : cfg.additional_special_tokens) add_special(t);
   if (cfg.bos.present && cfg.bos.token && p.bos < 0)
-    fail("tokenizer: bos_token \"", cfg.bos.token->content, "\" is not in ", file.string());
+    fail("tokenizer: bos_token \"", cfg.bos.token->content, "\" is not in ", name);
   if (cfg.eos.present && cfg.eos.token && p.eos < 0)
-    fail("tokenizer: eos_token \"", cfg.eos.token->content, "\" is not in ", file.string());
+    fail("tokenizer: eos_token \"", cfg.eos.token->content, "\" is not in ", name);
 
   if (llama) {
     // LlamaTokenizerFast.update_post_processor: "<bos> $A <eos>" from the
