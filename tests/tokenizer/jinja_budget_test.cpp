@@ -405,18 +405,7 @@ TEST_P(BudgetChatCases, RealTemplatesFitATenthOfTheBudget) {
   tight.max_items = 1 << 10;
   tight.max_bytes = 1 << 22;
   const auto dir = test::testdata("tokenizer/hf/" + GetParam());
-  const ChatTemplate tmpl = ChatTemplate::load(dir, tight);
-  std::ifstream in(test::testdata("tokenizer/hf/" + GetParam() + "/chat_cases.jsonl"));
-  int n = 0;
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty()) continue;
-    const ojson c = ojson::parse(line);
-    ChatTemplateOptions opt;
-    opt.add_generation_prompt = c.at("add_generation_prompt").get<bool>();
-    EXPECT_EQ(tmpl.render(c.at("messages"), opt), c.at("rendered").get<std::string>()) << "case " << n;
-    ++n;
-  }
-  EXPECT_EQ(n, 8);
+  EXPECT_EQ(test::expect_chat_cases(ChatTemplate::load(dir, tight), GetParam()), 8);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, BudgetChatCases, ::testing::Values("llama3", "qwen3", "deepseek_v3"));

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "tokenizer/chat_template.h"
 
 namespace rinfer::test {
 
@@ -79,6 +80,22 @@ inline void expect_error(const std::function<void()>& fn, const std::string& par
     EXPECT_NE(msg.find(part), std::string::npos) << "message: " << msg;
     EXPECT_EQ(msg.find('\n'), std::string::npos) << "not one line: " << msg;
   }
+}
+
+// Renders every case of testdata tokenizer/hf/<family>/chat_cases.jsonl
+// with `tmpl` and compares with transformers' rendering; returns how many.
+inline int expect_chat_cases(const ChatTemplate& tmpl, const std::string& family) {
+  std::ifstream in(testdata("tokenizer/hf/" + family + "/chat_cases.jsonl"));
+  int n = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    const auto c = nlohmann::ordered_json::parse(line);
+    ChatTemplateOptions opt;
+    opt.add_generation_prompt = c.at("add_generation_prompt").get<bool>();
+    EXPECT_EQ(tmpl.render(c.at("messages"), opt), c.at("rendered").get<std::string>()) << "case " << n;
+    ++n;
+  }
+  return n;
 }
 
 }  // namespace rinfer::test
