@@ -84,7 +84,10 @@ int32_t Sampler::top_p_draw(const float* p, int64_t n, double u) {
   auto key = [&](int64_t i) {
     uint32_t b;
     std::memcpy(&b, p + i, sizeof b);
-    return b >> 15;  // exponent and the top 8 bits of the mantissa
+    // Exponent and the top 8 bits of the mantissa. The sign is dropped: a
+    // NaN with it set (from non-finite logits, reported after the draw)
+    // would index past the histograms.
+    return (b & 0x7fffffffu) >> 15;
   };
   // Four histograms in turn: most tokens fall in a few buckets, and one
   // histogram's adds would wait on each other through memory.

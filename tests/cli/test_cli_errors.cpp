@@ -99,8 +99,10 @@ TEST(CliErrors, ConfigJsonWrongTypes) {
       {"head_dim", 9, "head_dim must be even"},
       {"hidden_act", "gelu", "hidden_act"},
       // A config that disagrees with the weights names the tensor, and
-      // never turns into an absurd allocation ("out of memory").
-      {"vocab_size", 1000000000000LL, "model.embed_tokens.weight"},
+      // never turns into an absurd allocation ("out of memory"); an absurd
+      // size is refused where config.json is read.
+      {"vocab_size", 1000, "model.embed_tokens.weight"},
+      {"vocab_size", 1000000000000LL, "\"vocab_size\" is out of range"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(std::string(c.key) + " = " + c.value.dump());

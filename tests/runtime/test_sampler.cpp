@@ -22,6 +22,25 @@ TEST(Sampler, GreedyPicksMaxLowestIdOnTies) {
   EXPECT_EQ(s.sample(l.data(), 4, {}), 1);
 }
 
+// Non-finite logits are reported by the caller after the draw; the draw
+// itself must stay within its tables (a NaN with the sign bit set once
+// indexed past top-p's histograms, caught by UBSan).
+TEST(Sampler, NonFiniteLogitsStayInBounds) {
+  for (float bad : {-std::nanf(""), std::nanf(""), INFINITY, -INFINITY}) {
+    for (float top_p : {1.0f, 0.9f}) {
+      SamplingParams p;
+      p.temperature = 0.8f;
+      p.top_p = top_p;
+      p.seed = 1;
+      Sampler s(p);
+      std::vector<float> l = {0.5f, bad, 1.0f, -2.0f, bad, 0.25f};
+      const int32_t id = s.sample(l.data(), int64_t(l.size()), {});
+      EXPECT_GE(id, -1);
+      EXPECT_LT(id, int32_t(l.size()));
+    }
+  }
+}
+
 TEST(Sampler, SameSeedSameDraws) {
   SamplingParams p;
   p.temperature = 1.0f;
