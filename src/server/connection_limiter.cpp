@@ -14,11 +14,6 @@ std::optional<ConnectionLimiter::Slot> ConnectionLimiter::acquire(const std::str
   return std::optional<Slot>(std::in_place, this, client);
 }
 
-size_t ConnectionLimiter::held() const {
-  std::lock_guard<std::mutex> lk(mu_);
-  return total_;
-}
-
 void ConnectionLimiter::release(const std::string& client) {
   std::lock_guard<std::mutex> lk(mu_);
   --total_;

@@ -34,13 +34,12 @@ class ConnectionLimiter {
 
   // A place for a connection from `client`, or nothing when a cap is reached.
   std::optional<Slot> acquire(const std::string& client);
-  size_t held() const;
 
  private:
   void release(const std::string& client);
 
   size_t max_total_, max_per_client_;
-  mutable std::mutex mu_;
+  std::mutex mu_;
   size_t total_ = 0;
   std::map<std::string, size_t> per_client_;
 };

@@ -117,12 +117,7 @@ TEST_P(LlamaCppVectors, MatchesLlamaCpp) {
 INSTANTIATE_TEST_SUITE_P(Gguf, LlamaCppVectors,
                          ::testing::Values("baichuan", "bert-bge", "deepseek-coder", "deepseek-llm", "falcon", "gpt-2",
                                            "gpt-neox", "llama-spm", "mpt", "phi-3", "refact", "starcoder"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& c : n)
-                             if (c == '-') c = '_';
-                           return n;
-                         });
+                         test::vocab_test_name);
 
 // The list above is the folder's: a vocabulary added there needs vectors here.
 TEST(LlamaCppVectorsFiles, EveryGgufHasVectors) {

@@ -72,12 +72,7 @@ TEST_P(LlamaCppVocab, MatchesTestVectors) {
 INSTANTIATE_TEST_SUITE_P(Gguf, LlamaCppVocab,
                          ::testing::Values("llama-spm", "phi-3", "gpt-2", "mpt", "falcon", "starcoder", "refact",
                                            "deepseek-coder", "deepseek-llm", "bert-bge"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& c : n)
-                             if (c == '-') c = '_';
-                           return n;
-                         });
+                         test::vocab_test_name);
 
 // bert-bge (WordPiece): [CLS] ... [SEP] with special tokens, and decode
 // joins the pieces back (lower-cased, as BERT's uncased normalizer left them).

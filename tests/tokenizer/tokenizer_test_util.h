@@ -98,4 +98,12 @@ inline int expect_chat_cases(const ChatTemplate& tmpl, const std::string& family
   return n;
 }
 
+// GoogleTest parameter names for vocabulary names ("gpt-neox" -> "gpt_neox").
+inline std::string vocab_test_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string n = info.param;
+  for (char& c : n)
+    if (c == '-') c = '_';
+  return n;
+}
+
 }  // namespace rinfer::test
