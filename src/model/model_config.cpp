@@ -91,17 +91,50 @@ json ModelConfig::to_json() const {
               {"family", family}};
 }
 
+namespace {
+// model_desc.json's numbers are read with get<int64_t>/get<float> here and in
+// every family (c.family): a float out of the target's range would be
+// undefined behaviour there, so every number is bounded once, on load.
+// No real value (sizes, counts, scaling factors) comes near the bound.
+void check_desc_numbers(const json& v, const std::string& where) {
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || std::fabs(d) > double(kMaxConfigInt))
+      fail("model_desc.json: bad \"config\": ", where, " is out of range, got ", v.dump());
+  } else if (v.is_number_unsigned()) {
+    if (v.get<uint64_t>() > uint64_t(kMaxConfigInt))
+      fail("model_desc.json: bad \"config\": ", where, " is out of range, got ", v.dump());
+  } else if (v.is_number_integer()) {
+    if (std::llabs(v.get<int64_t>()) > kMaxConfigInt)
+      fail("model_desc.json: bad \"config\": ", where, " is out of range, got ", v.dump());
+  } else if (v.is_object()) {
+    for (const auto& [k, e] : v.items()) check_desc_numbers(e, where + "." + k);
+  } else if (v.is_array()) {
+    for (size_t i = 0; i < v.size(); ++i) check_desc_numbers(v[i], where + "[" + std::to_string(i) + "]");
+  }
+}
+// Integer fields must be integers: a float would be truncated silently.
+int64_t desc_int(const json& j, const char* key) {
+  const json& v = j.at(key);
+  if (!v.is_number_integer()) fail("model_desc.json: bad \"config\": \"", key, "\" must be an integer, got ", v.dump());
+  return v.get<int64_t>();
+}
+}  // namespace
+
 ModelConfig ModelConfig::from_json(const json& j) {
   try {
+    if (!j.is_object()) fail("model_desc.json: bad \"config\": not an object");
+    for (const auto& [k, v] : j.items())
+      if (k != "rms_norm_eps" && k != "rope_theta") check_desc_numbers(v, k);
     ModelConfig c;
     c.architecture = j.at("architecture").get<std::string>();
-    c.vocab_size = j.at("vocab_size").get<int64_t>();
-    c.hidden_size = j.at("hidden_size").get<int64_t>();
-    c.intermediate_size = j.at("intermediate_size").get<int64_t>();
-    c.n_layers = j.at("n_layers").get<int64_t>();
-    c.n_heads = j.at("n_heads").get<int64_t>();
-    c.n_kv_heads = j.at("n_kv_heads").get<int64_t>();
-    c.head_dim = j.at("head_dim").get<int64_t>();
+    c.vocab_size = desc_int(j, "vocab_size");
+    c.hidden_size = desc_int(j, "hidden_size");
+    c.intermediate_size = desc_int(j, "intermediate_size");
+    c.n_layers = desc_int(j, "n_layers");
+    c.n_heads = desc_int(j, "n_heads");
+    c.n_kv_heads = desc_int(j, "n_kv_heads");
+    c.head_dim = desc_int(j, "head_dim");
     c.rms_norm_eps = j.at("rms_norm_eps").get<double>();
     c.rope_theta = j.at("rope_theta").get<double>();
     const auto& rs = j.at("rope_scaling");
@@ -109,12 +142,12 @@ ModelConfig ModelConfig::from_json(const json& j) {
     c.rope_scaling.factor = rs.at("factor").get<double>();
     c.rope_scaling.low_freq_factor = rs.at("low_freq_factor").get<double>();
     c.rope_scaling.high_freq_factor = rs.at("high_freq_factor").get<double>();
-    c.rope_scaling.original_max_position = rs.at("original_max_position").get<int64_t>();
+    c.rope_scaling.original_max_position = desc_int(rs, "original_max_position");
     c.rope_scaling.beta_fast = rs.value("beta_fast", 32.0);
     c.rope_scaling.beta_slow = rs.value("beta_slow", 1.0);
     c.rope_scaling.mscale = rs.value("mscale", 1.0);
     c.rope_scaling.mscale_all_dim = rs.value("mscale_all_dim", 0.0);
-    c.max_position_embeddings = j.at("max_position_embeddings").get<int64_t>();
+    c.max_position_embeddings = desc_int(j, "max_position_embeddings");
     c.tie_word_embeddings = j.at("tie_word_embeddings").get<bool>();
     c.qkv_bias = j.at("qkv_bias").get<bool>();
     c.o_bias = j.at("o_bias").get<bool>();

@@ -119,9 +119,20 @@ std::vector<TensorSpec> llama_moe_layer_specs(const ModelConfig& c, int64_t laye
 void parse_sparse_layers(const nlohmann::json& j, ModelConfig& c) {
   c.family["decoder_sparse_step"] = hf::get_int(j, "decoder_sparse_step", 1);
   RINFER_CHECK(c.family["decoder_sparse_step"].get<int64_t>() >= 1, "config.json: decoder_sparse_step must be >= 1");
+  std::vector<int64_t> dense;
   auto only = j.find("mlp_only_layers");
-  c.family["mlp_only_layers"] =
-      only != j.end() && only->is_array() ? only->get<std::vector<int64_t>>() : std::vector<int64_t>{};
+  if (only != j.end() && !only->is_null()) {
+    RINFER_CHECK(only->is_array(), "config.json: \"mlp_only_layers\" must be a list of layer indices, got ",
+                 only->dump());
+    for (const auto& v : *only) {
+      // (An unsigned value above INT64_MAX reads back negative.)
+      RINFER_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < kMaxLayers,
+                   "config.json: \"mlp_only_layers\" must hold layer indices (0 to ", kMaxLayers - 1, "), got ",
+                   v.dump());
+      dense.push_back(v.get<int64_t>());
+    }
+  }
+  c.family["mlp_only_layers"] = dense;
 }
 
 bool is_sparse_layer(const ModelConfig& c, int64_t layer) {

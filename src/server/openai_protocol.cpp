@@ -63,7 +63,7 @@ void require_default(const json& v, const std::string& key) {
                   (key == "best_of" && v.is_number_integer() && v.get<int64_t>() == 1) ||
                   (key == "tool_choice" && v == "none") || (key == "parallel_tool_calls" && v.is_boolean()) ||
                   (key == "store" && v.is_boolean() && !v.get<bool>()) ||
-                  (key == "response_format" && v.is_object() && v.value("type", "") == "text" && v.size() == 1) ||
+                  (key == "response_format" && v.is_object() && v.size() == 1 && v.contains("type") && v["type"] == "text") ||
                   (key == "tools" && v.is_array() && v.empty());
   if (!ok) invalid(key, "'" + key + "' is not supported by this server (got " + v.dump() + ")");
 }
@@ -74,7 +74,9 @@ std::string message_content(const json& c, const std::string& key) {
   if (!c.is_array()) invalid(key, "'" + key + "' must be a string or an array of text parts, got " + type_name(c));
   std::string out;
   for (const auto& part : c) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+    // json::value() would throw a type error on a non-string "type".
+    if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
+        !part["text"].is_string())
       invalid(key, "'" + key + "': only {\"type\": \"text\", \"text\": ...} parts are supported");
     for (const auto& [k, v] : part.items())
       if (k != "type" && k != "text") invalid(key, "'" + key + "': unknown field '" + k + "' in a content part");

@@ -2,6 +2,8 @@
 // errors) with exactly one "rinfer: error: ..." line on stderr, never a
 // crash, and `convert` leaves nothing behind. Corrupt checkpoints are copies
 // of stories260K/hf edited in temporary folders.
+#include <tuple>
+
 #include "cli_util.h"
 
 namespace rinfer::test::cli {
@@ -337,6 +339,19 @@ TEST(CliErrors, BrokenConvertedDirectory) {
   TempDir tmp;
   const fs::path m = tmp.path / "m";
   ASSERT_EQ(run_rinfer("convert --hf " + quote(stories_hf()) + " --out " + quote(m.string()) + " -q").code, 0);
+  // Numbers in the config that no integer can hold (UB when read as one;
+  // found by fuzzing) and a float where an integer belongs.
+  const json desc = json::parse(read_bytes(m / "model_desc.json"));
+  for (const auto& [key, value, needle] :
+       {std::tuple<std::string, json, std::string>{"max_position_embeddings", 1e30, "max_position_embeddings is out of range"},
+        {"n_layers", 5.0, "\"n_layers\" must be an integer"},
+        {"family", json{{"moe", {{"n_experts", -1e300}}}}, "family.moe.n_experts is out of range"}}) {
+    json d = desc;
+    d["config"][key] = value;
+    write_bytes(m / "model_desc.json", d.dump());
+    expect_fails("run --model " + quote(m.string()) + " --prompt hi", needle);
+  }
+  write_bytes(m / "model_desc.json", desc.dump());
   fs::remove(m / "layer_004.safetensors");
   expect_fails("run --model " + quote(m.string()) + " --prompt hi", "layer_004.safetensors");
   write_bytes(m / "model_desc.json", "{}");

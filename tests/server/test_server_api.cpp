@@ -138,6 +138,14 @@ TEST(ServerApi, BadRequestsAre400WithAnErrorObject) {
   expect_400(R"({"model":"m","messages":[]})", "messages", chat);
   expect_400(R"({"model":"m","messages":[{"role":"robot","content":"x"}]})", "messages[0].role", chat);
   expect_400(R"({"model":"m","messages":[{"role":"user","content":"x","extra":1}]})", "messages[0].extra", chat);
+  // Fields of the wrong JSON type inside objects (found by fuzzing: they
+  // escaped as a 500).
+  expect_400(R"({"model":"m","messages":[{"role":"user","content":[{"type":[],"text":"x"}]}]})",
+             "messages[0].content", chat);
+  expect_400(R"({"model":"m","messages":[{"role":"user","content":[{"type":"text","text":7}]}]})",
+             "messages[0].content", chat);
+  expect_400(R"({"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":{}}})",
+             "response_format", chat);
   // Deep nesting anywhere in the body (a tool list, a field taken at its
   // no-op value, the prompt, stop) is refused before any tree is built; the
   // server then still answers.
