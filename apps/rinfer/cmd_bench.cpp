@@ -222,7 +222,8 @@ Runner add_bench(CLI::App& app) {
     for (const auto& spec : o->ab_specs) perf::parse_decode_prefetch(spec.c_str());  // a bad spec fails here
     // The KV cache is sized for the prompt, known once it is tokenized.
     if (o->rt.kv_cache_tokens == 0 && prompt_text.empty()) o->rt.kv_cache_tokens = o->prompt_len + o->gen_len;
-    auto s = open_session(o->model, o->rt, /*need_tokenizer=*/!prompt_text.empty(), [&](const LoadedModel& lm, DType) {
+    const bool need_tokenizer = !prompt_text.empty() || o->speculative.mode == "draft";
+    auto s = open_session(o->model, o->rt, need_tokenizer, [&](const LoadedModel& lm, DType) {
       return o->rt.kv_cache_tokens > 0 ? o->rt.kv_cache_tokens : lm.config.max_position_embeddings;
     });
     const auto& cfg = s->lm.config;
@@ -249,6 +250,8 @@ Runner add_bench(CLI::App& app) {
     go.max_new_tokens = o->gen_len;
     go.sampling.temperature = 0;  // greedy, no EOS stop: every sample decodes gen_len tokens
     go.speculative = o->speculative.options();
+    auto draft = open_draft(o->speculative, o->rt, *s);
+    if (draft) go.speculative.draft = draft->model.get();
     for (int i = 0; i < o->warmup; ++i) gen.generate(prompt, go);
     // The kernel path of the prompt's matmuls (it depends on the quant type,
     // M and the CPU, not the shape) and the peak of its instruction. A shared
@@ -271,7 +274,8 @@ Runner add_bench(CLI::App& app) {
     const bool measure_peak = o->roofline && perf::peak_kind_of_path(prefill_path, peak_kind);
     auto probe_peak = [&] { return perf::measure_peak_gops(peak_kind, *s->pool); };
     double peak_best = 0, peak_after = 0;
-    Series ttft, prefill_tps, prefill_s, decode_tps, rss, probe_bw, bw_ratio, sample_peak, acceptance, per_step;
+    Series ttft, prefill_tps, prefill_s, decode_tps, rss, probe_bw, bw_ratio, sample_peak, acceptance, per_step,
+        draft_share;
     const uint64_t wbytes = s->lm.model->weight_bytes_per_token();
     const bool measure_bw = o->roofline && o->mem_bw == 0;
     const bool probe_steps = measure_bw && o->bw_probe == "steps";
@@ -317,6 +321,7 @@ Runner add_bench(CLI::App& app) {
       if (go.speculative.num_tokens > 0) {
         acceptance.v.push_back(r.n_drafted > 0 ? double(r.n_accepted) / double(r.n_drafted) : 0);
         per_step.v.push_back(r.n_decode_steps > 0 ? decode_tokens / double(r.n_decode_steps) : 0);
+        draft_share.v.push_back(r.decode_s > 0 ? r.draft_s / r.decode_s : 0);
       }
       // The step probe's buffer is resident for the whole sample; it is the
       // bench's, not the model's.
@@ -480,6 +485,10 @@ Runner add_bench(CLI::App& app) {
                           {"ngram_max", go.speculative.ngram_max},
                           {"acceptance", acceptance.mean()},
                           {"tokens_per_step", per_step.mean()}};
+    if (draft)
+      j["speculative"].update({{"draft_model", draft->lm.name},
+                               {"draft_weight_format", draft->lm.weight_format()},
+                               {"draft_time_share", draft_share.mean()}});
     if (!o->prompt_file.empty()) j["prompt_file"] = o->prompt_file;
     if (!probe_bw.v.empty()) j["sample_mem_bw_gb_s"] = probe_bw.v;
     double mem_bw = 0, bw_frac = 0;
@@ -516,6 +525,9 @@ Runner add_bench(CLI::App& app) {
       std::printf("  speculative     %s, up to %lld drafts: %.1f %% accepted, %.2f tokens per decode step\n",
                   o->speculative.mode.c_str(), (long long)go.speculative.num_tokens, 100 * acceptance.mean(),
                   per_step.mean());
+    if (draft)
+      std::printf("  draft model     %s (%s): %.1f %% of the decode time\n", draft->lm.name.c_str(),
+                  draft->lm.weight_format().c_str(), 100 * draft_share.mean());
     std::printf("%s", qpaths.c_str());
     if (o->rt.ep > 1)
       std::printf("  experts         %d ranks, balancedness (mean / max tokens per rank) of the worst MoE layer %.3f\n",

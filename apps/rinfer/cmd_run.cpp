@@ -91,6 +91,8 @@ Runner add_run(CLI::App& app) {
     go.max_new_tokens = o->max_new_tokens;
     go.max_context = o->max_model_len;
     go.speculative = o->speculative.options();
+    auto draft = open_draft(o->speculative, o->rt, *s);
+    if (draft) go.speculative.draft = draft->model.get();
     go.sampling.temperature = o->temperature;
     go.sampling.top_k = o->top_k;
     go.sampling.top_p = o->top_p;
@@ -164,6 +166,7 @@ Runner add_run(CLI::App& app) {
                           {"drafted", r.n_drafted},
                           {"accepted", r.n_accepted},
                           {"acceptance", r.n_drafted > 0 ? double(r.n_accepted) / double(r.n_drafted) : 0.0}};
+    if (draft) j["speculative"].update({{"draft_model", draft->lm.name}, {"draft_seconds", r.draft_s}});
     std::printf("%s\n", dump(j).c_str());
     write_expert_stats();
     return 0;

@@ -124,9 +124,15 @@ std::string read_file(const std::string& path, const char* option) {
 
 void add_speculative_options(CLI::App* cmd, SpeculativeCli& o) {
   cmd->add_option("--speculative", o.mode,
-                  "Speculative decoding: ngram (drafts from earlier text of the sequence, i.e. prompt lookup; the "
-                  "output is the one without it)")
-      ->check(CLI::IsMember({"ngram"}));
+                  "Speculative decoding: ngram (drafts from earlier text of the sequence, i.e. prompt lookup) or "
+                  "draft (drafts from --draft-model); greedy output is the one without it, sampled output has its "
+                  "distribution")
+      ->check(CLI::IsMember({"ngram", "draft"}));
+  cmd->add_option("--draft-model", o.draft_model,
+                  "With --speculative draft: a smaller model with the same tokenizer (rinfer or HF directory; loaded "
+                  "with --dtype as the model unless --draft-dtype says otherwise)");
+  cmd->add_option("--draft-dtype", o.draft_dtype,
+                  "HF --draft-model directories: convert it to this in memory (f32|f16|bf16|int8|int4)");
   cmd->add_option("--num-speculative-tokens", o.num_tokens,
                   "With --speculative: tokens drafted per step at most (default 3; up to 3 the logits are bitwise "
                   "those without speculation)")
@@ -204,6 +210,35 @@ void check_same_model(const std::string& path, Communicator& world) {
   fail(why);
 }
 
+// --dtype, --group-size, --lm-head, --weights.
+void set_weight_options(const RuntimeOptions& o, LoadOptions& lo) {
+  if (o.dtype != "auto") {
+    const auto wf = parse_weight_format(o.dtype);
+    RINFER_CHECK(wf.has_value(), "unknown --dtype ", o.dtype);
+    if (wf->quant)
+      lo.quant = wf->quant;
+    else
+      lo.dtype = wf->dtype;
+  }
+  RINFER_CHECK(o.group_size == 0 || lo.quant.has_value(), "--group-size needs --dtype int8 or int4");
+  lo.group_size = o.group_size;
+  if (!o.lm_head.empty()) {
+    RINFER_CHECK(lo.quant.has_value(), "--lm-head needs --dtype int8 or int4");
+    lo.lm_head_quant = parse_weight_format(o.lm_head)->quant;
+  }
+  lo.mode = o.weights == "mmap" ? WeightLoadMode::Mmap : WeightLoadMode::Copy;
+}
+
+KVCacheOptions kv_options(const RuntimeOptions& o, DType model_dtype, int64_t tokens) {
+  KVCacheOptions ko;
+  ko.block_size = o.block_size;
+  ko.dtype = o.kv_cache_dtype == "auto"   ? model_dtype
+             : o.kv_cache_dtype == "int8" ? DType::I8
+                                          : *dtype_from_user_name(o.kv_cache_dtype);
+  ko.n_blocks = KVCache::blocks_for_tokens(tokens, o.block_size);
+  return ko;
+}
+
 }  // namespace
 
 std::unique_ptr<Session> open_session(const std::string& model_path, const RuntimeOptions& o, bool need_tokenizer,
@@ -273,21 +308,7 @@ std::unique_ptr<Session> open_session(const std::string& model_path, const Runti
     if (threads == 0) threads = std::max(1, ThreadPool::hardware_threads() / std::max(1, mpi::env_local_size()));
   }
   s->pool = std::make_unique<ThreadPool>(threads);
-  if (o.dtype != "auto") {
-    const auto wf = parse_weight_format(o.dtype);
-    RINFER_CHECK(wf.has_value(), "unknown --dtype ", o.dtype);
-    if (wf->quant)
-      lo.quant = wf->quant;
-    else
-      lo.dtype = wf->dtype;
-  }
-  RINFER_CHECK(o.group_size == 0 || lo.quant.has_value(), "--group-size needs --dtype int8 or int4");
-  lo.group_size = o.group_size;
-  if (!o.lm_head.empty()) {
-    RINFER_CHECK(lo.quant.has_value(), "--lm-head needs --dtype int8 or int4");
-    lo.lm_head_quant = parse_weight_format(o.lm_head)->quant;
-  }
-  lo.mode = o.weights == "mmap" ? WeightLoadMode::Mmap : WeightLoadMode::Copy;
+  set_weight_options(o, lo);
   lo.movable_experts = o.rebalance_every > 0;
   s->lm = load_model(model_path, lo, *s->pool);
   RINFER_CHECK(o.ep == 1 || !s->lm.model->expert_counts().empty(), "--ep: ", s->lm.config.architecture,
@@ -298,17 +319,12 @@ std::unique_ptr<Session> open_session(const std::string& model_path, const Runti
   }
   const auto& cfg = s->lm.config;
   int64_t tokens = o.kv_cache_tokens > 0 ? o.kv_cache_tokens : std::min<int64_t>(cfg.max_position_embeddings, 4096);
-  KVCacheOptions ko;
-  ko.block_size = o.block_size;
-  ko.dtype = o.kv_cache_dtype == "auto"   ? s->lm.dtype
-             : o.kv_cache_dtype == "int8" ? DType::I8
-                                          : *dtype_from_user_name(o.kv_cache_dtype);
   if (kv_tokens) {
     // Rank 0 decides (a rank's own shard would size its cache differently).
-    tokens = !comm || comm->rank() == 0 ? kv_tokens(s->lm, ko.dtype) : 0;
+    tokens = !comm || comm->rank() == 0 ? kv_tokens(s->lm, kv_options(o, s->lm.dtype, 0).dtype) : 0;
     if (comm) comm->broadcast(&tokens, sizeof tokens, 0);
   }
-  ko.n_blocks = KVCache::blocks_for_tokens(tokens, o.block_size);
+  const KVCacheOptions ko = kv_options(o, s->lm.dtype, tokens);
   s->runner = std::make_unique<ModelRunner>(*s->lm.model, ko, *s->pool, par);
   if (!s->runner->leader()) {
     s->runner->work();
@@ -317,6 +333,44 @@ std::unique_ptr<Session> open_session(const std::string& model_path, const Runti
   }
   if (need_tokenizer) s->tokenizer = Tokenizer::load(model_path);
   return s;
+}
+
+std::unique_ptr<DraftSession> open_draft(const SpeculativeCli& spec, const RuntimeOptions& o, Session& target) {
+  if (spec.mode != "draft") {
+    RINFER_CHECK(spec.draft_model.empty(), "--draft-model needs --speculative draft");
+    RINFER_CHECK(spec.draft_dtype.empty(), "--draft-dtype needs --speculative draft");
+    return nullptr;
+  }
+  RINFER_CHECK(!spec.draft_model.empty(), "--speculative draft needs --draft-model DIR");
+  RINFER_CHECK(spec.draft_dtype.empty() || parse_weight_format(spec.draft_dtype).has_value(), "unknown --draft-dtype ",
+               spec.draft_dtype);
+  auto d = std::make_unique<DraftSession>();
+  // One process: under mpirun the draft runs on rank 0 beside the target's
+  // ranks; it shares the target's threads (the two never run at once).
+  RuntimeOptions dopt = o;
+  if (!spec.draft_dtype.empty()) {
+    dopt.dtype = spec.draft_dtype;
+    dopt.group_size = 0;
+    dopt.lm_head.clear();
+  }
+  LoadOptions lo;
+  set_weight_options(dopt, lo);
+  d->lm = load_model(spec.draft_model, lo, *target.pool);
+  d->tokenizer = Tokenizer::load(spec.draft_model);
+  // Same tokenizer: the ids must mean the same text.
+  const Tokenizer& a = *target.tokenizer;
+  const Tokenizer& b = *d->tokenizer;
+  RINFER_CHECK(a.vocab_size() == b.vocab_size(), "--draft-model: its tokenizer has ", b.vocab_size(),
+               " tokens, the model's ", a.vocab_size(), " (speculation needs the same tokenizer)");
+  for (int32_t id = 0; id < a.vocab_size(); ++id)
+    RINFER_CHECK(a.id_to_piece(id) == b.id_to_piece(id) && a.is_special(id) == b.is_special(id),
+                 "--draft-model: its tokenizer differs from the model's at token ", id, " (\"", b.id_to_piece(id),
+                 "\" vs \"", a.id_to_piece(id), "\"; speculation needs the same tokenizer)");
+  // As long a context as the target's cache holds.
+  const int64_t tokens = std::min(target.kv().capacity_tokens(), d->lm.config.max_position_embeddings);
+  d->runner = std::make_unique<ModelRunner>(*d->lm.model, kv_options(o, d->lm.dtype, tokens), *target.pool);
+  d->model = std::make_unique<DraftModel>(*d->runner);
+  return d;
 }
 
 void check_weights_finite(const Session& s, bool fatal) {

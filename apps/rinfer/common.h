@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/thread_pool.h"
+#include "runtime/draft_model.h"
 #include "runtime/expert_rebalancer.h"
 #include "runtime/generator.h"
 #include "runtime/kv_cache.h"
@@ -46,11 +47,14 @@ void add_prefill_chunk_option(CLI::App* cmd, RuntimeOptions& o);
 // The whole file an option names; "OPTION: cannot read PATH" when it cannot.
 std::string read_file(const std::string& path, const char* option);
 
-// --speculative ngram, --num-speculative-tokens, --ngram-max (run, bench).
+// --speculative ngram|draft, --draft-model, --num-speculative-tokens,
+// --ngram-max (run, bench).
 struct SpeculativeCli {
   std::string mode;  // empty: off
+  std::string draft_model;
+  std::string draft_dtype;  // HF draft directories: as --dtype (empty: the model's --dtype)
   int64_t num_tokens = 3, ngram_max = 3;
-  SpeculativeOptions options() const;
+  SpeculativeOptions options() const;  // without the draft model (open_draft)
 };
 void add_speculative_options(CLI::App* cmd, SpeculativeCli& o);
 
@@ -83,6 +87,17 @@ struct Session {
 using KvSizer = std::function<int64_t(const LoadedModel& lm, DType kv_dtype)>;
 std::unique_ptr<Session> open_session(const std::string& model_path, const RuntimeOptions& o, bool need_tokenizer,
                                       const KvSizer& kv_tokens = {});
+
+// The draft model of --speculative draft, on the target's threads.
+struct DraftSession {
+  LoadedModel lm;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<ModelRunner> runner;
+  std::unique_ptr<DraftModel> model;
+};
+// Null without --speculative draft; checks --draft-model's tokenizer against
+// the target's (which must be loaded).
+std::unique_ptr<DraftSession> open_draft(const SpeculativeCli& spec, const RuntimeOptions& o, Session& target);
 
 // Weights that hold NaN or infinity (WeightStore::non_finite_tensors):
 // fatal, a one-line error naming them; otherwise a warning on stderr.

@@ -4,7 +4,9 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "runtime/draft_model.h"
 #include "runtime/prompt_lookup.h"
+#include "runtime/speculative_sampling.h"
 
 namespace rinfer {
 
@@ -63,6 +65,8 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
   const SpeculativeOptions& spec = opts.speculative;
   reset();
   Sampler sampler(opts.sampling);
+  DraftModel* draft_model = spec.num_tokens > 0 ? spec.draft : nullptr;
+  if (draft_model) draft_model->start(opts.sampling);
   GenerateResult res;
   std::vector<int32_t> history(prompt.begin(), prompt.end()), tokens, drafts;
   logits_.resize(size_t(vocab));
@@ -73,15 +77,25 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
   int64_t rows = 1;                      // of logits_: for positions pos, pos + 1, ...
   res.stop_reason = "length";
   auto t_decode = std::chrono::steady_clock::now();
+  int64_t drafted_at = 0;  // history's length when the drafts were made
   while (int64_t(res.output_ids.size()) < opts.max_new_tokens) {
     bool stop = false;
+    int64_t accepted = 0;
     for (int64_t i = 0; i < rows; ++i) {
       if (pos >= ctx) {
         res.stop_reason = "context";
         stop = true;
         break;
       }
-      const int32_t id = runner_.sample(logits_.data() + i * vocab, sampler, history).id;
+      float* row = logits_.data() + i * vocab;
+      const bool sampled_draft = draft_model && i < int64_t(drafts.size()) && !draft_model->q(i).empty();
+      int32_t id;
+      if (sampled_draft) {
+        runner_.distribution(row, sampler, history, p_);
+        id = accept_or_resample(p_, drafts[size_t(i)], draft_model->q(i), sampler, residual_);
+      } else {
+        id = runner_.sample(row, sampler, history).id;
+      }
       if (res.output_ids.empty()) {
         res.ttft_s = seconds_since(t0);
         t_decode = std::chrono::steady_clock::now();
@@ -102,8 +116,10 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
       // Row i + 1 holds the position after drafts[i]: usable only if the
       // sample is that draft.
       if (i >= int64_t(drafts.size()) || id != drafts[size_t(i)]) break;
-      ++res.n_accepted;
+      ++accepted;
     }
+    res.n_accepted += accepted;
+    if (draft_model) draft_model->accepted(drafted_at, accepted);
     if (stop) break;
     if (pos >= ctx) {
       res.stop_reason = "context";
@@ -112,7 +128,18 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
     // The last token at pos - 1, then the drafts: each token forwarded needs
     // its row's sample to fit the context and the output budget.
     const int64_t room = std::min(ctx - pos, opts.max_new_tokens - int64_t(res.output_ids.size())) - 1;
-    drafts = prompt_lookup_draft(history, std::min(spec.num_tokens, room), spec.ngram_max);
+    const int64_t k = std::min(spec.num_tokens, room);
+    drafted_at = int64_t(history.size());
+    if (draft_model) {
+      const auto d = draft_model->propose(history, k);
+      drafts.assign(d.begin(), d.end());
+      // A draft vocabulary padded past the model's: such a token could
+      // never be accepted (and has no embedding here).
+      const auto out = std::find_if(drafts.begin(), drafts.end(), [&](int32_t t) { return t >= vocab; });
+      drafts.erase(out, drafts.end());
+    } else {
+      drafts = prompt_lookup_draft(history, k, spec.ngram_max);
+    }
     res.n_drafted += int64_t(drafts.size());
     tokens.assign(1, res.output_ids.back());
     tokens.insert(tokens.end(), drafts.begin(), drafts.end());
@@ -124,6 +151,10 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
     ++res.n_decode_steps;
   }
   res.decode_s = seconds_since(t_decode);
+  if (draft_model) {
+    res.draft_s = draft_model->seconds();
+    draft_model->finish();
+  }
   reset();
   return res;
 }

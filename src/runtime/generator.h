@@ -5,14 +5,17 @@
 // `bench`; the serving engine is the runner's other client.
 //
 // With speculation, a step forwards the last token and up to k drafted ones
-// (prompt lookup) together, and samples along the rows while each sample
-// equals the draft: a step yields 1 to k + 1 tokens. Each token is still
-// sampled from the model's distribution given the tokens before it, with
-// one draw of the sampler per token, so the output is the one plain
-// decoding gives (a one-hot draft needs no other acceptance rule: the draft
-// is accepted exactly when the sample hits it). Up to 3 drafts the rows take
-// the decode kernels (GEMVs up to 4 rows for every weight type) and the
-// logits are bitwise those of plain decoding; more rows round differently.
+// (prompt lookup, or a draft model) together, and samples along the rows
+// while each sample equals the draft: a step yields 1 to k + 1 tokens. A
+// deterministic draft (prompt lookup, a greedy draft model) is a one-hot
+// proposal: each token is sampled from the model's distribution given the
+// tokens before it, with one draw of the sampler per token, and the draft
+// is accepted exactly when the sample hits it, so the output is the one
+// plain decoding gives. A sampled draft model goes through the acceptance
+// rule of speculative sampling (runtime/speculative_sampling.h): the output
+// is distributed as plain decoding's. Up to 3 drafts the rows take the
+// decode kernels (GEMVs up to 4 rows for every weight type) and the logits
+// are bitwise those of plain decoding; more rows round differently.
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -26,9 +29,12 @@
 
 namespace rinfer {
 
+class DraftModel;
+
 struct SpeculativeOptions {
   int64_t num_tokens = 0;  // drafted per step at most; 0: no speculation
   int64_t ngram_max = 3;   // prompt lookup: longest suffix searched for
+  DraftModel* draft = nullptr;  // drafts from this model instead of prompt lookup
 };
 
 struct GenerateOptions {
@@ -47,6 +53,7 @@ struct GenerateResult {
   double decode_s = 0;      // all later steps
   int64_t n_decode_steps = 0;  // forward passes after the prompt's
   int64_t n_drafted = 0, n_accepted = 0;  // speculation: tokens proposed, and those sampled as proposed
+  double draft_s = 0;                     // of decode_s: the draft model's forwards
 
   // Tokens after the first, per second of decode_s.
   double decode_tokens_per_s() const {
@@ -96,7 +103,7 @@ class Generator {
   ModelRunner& runner_;
   KVCache& kv_;
   std::vector<int32_t> blocks_;
-  std::vector<float> logits_;
+  std::vector<float> logits_, p_, residual_;
 };
 
 }  // namespace rinfer

@@ -234,6 +234,20 @@ void ModelRunner::run_pipeline(std::span<const BatchItem> batch, float* logits) 
   for (int i = 0; i < P; ++i) stats_.busy_s[size_t(i)] += busy[size_t(i)];
 }
 
+namespace {
+[[noreturn]] void non_finite_logits(const std::string& what) {
+  fail("the model computed a non-finite logit (", what, "): its weights or activations are not finite");
+}
+}  // namespace
+
+void ModelRunner::distribution(float* logits, Sampler& sampler, std::span<const int32_t> history,
+                               std::vector<float>& probs) {
+  sampler.distribution(logits, vocab_size(), history, probs);
+  double sum = 0;
+  for (float p : probs) sum += p;
+  if (!std::isfinite(sum) || !(sum > 0)) non_finite_logits("no distribution could be formed");
+}
+
 SampledToken ModelRunner::sample(float* logits, Sampler& sampler, std::span<const int32_t> history, int top_logprobs) {
   const int64_t V = vocab_size();
   // NaN or +inf logits (non-finite weights, an overflow) sample no token or
@@ -241,9 +255,7 @@ SampledToken ModelRunner::sample(float* logits, Sampler& sampler, std::span<cons
   // over the vocabulary each step (-inf is a masked token, never sampled).
   auto checked = [&](int32_t id) {
     if (id < 0 || !(logits[id] < INFINITY))
-      fail("the model computed a non-finite logit (",
-           id < 0 ? str("no token could be sampled") : str(logits[id], " for token ", id),
-           "): its weights or activations are not finite");
+      non_finite_logits(id < 0 ? str("no token could be sampled") : str(logits[id], " for token ", id));
     return id;
   };
   SampledToken out;

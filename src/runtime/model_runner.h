@@ -106,6 +106,9 @@ class ModelRunner {
   // likely tokens' (ties to the lower id), from the logits as the model gave
   // them.
   SampledToken sample(float* logits, Sampler& sampler, std::span<const int32_t> history, int top_logprobs = -1);
+  // The distribution the sampler draws from for this row (speculative
+  // sampling compares it with the draft's); same non-finite check.
+  void distribution(float* logits, Sampler& sampler, std::span<const int32_t> history, std::vector<float>& probs);
 
   const ParallelLayout& layout() const { return par_.layout; }
   const ExpertRebalancer* rebalancer() const { return par_.rebalancer; }

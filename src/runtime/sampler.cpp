@@ -35,17 +35,20 @@ double Sampler::uniform() {
 // layer leaves them, the loop took 46 µs a token and the kernel 25 (2 threads).
 int32_t Sampler::argmax(const float* logits, int64_t n) { return int32_t(ops::argmax(logits, n)); }
 
-int32_t Sampler::sample(float* logits, int64_t n, std::span<const int32_t> history) {
-  if (p_.repetition_penalty != 1.0f) {
-    // Once per distinct token, as HF does (its gather/scatter ignores repeats).
-    seen_.assign(size_t(n), 0);
-    for (int32_t id : history) {
-      if (id < 0 || id >= n || seen_[id]) continue;
-      seen_[id] = 1;
-      float& l = logits[id];
-      l = l > 0 ? l / p_.repetition_penalty : l * p_.repetition_penalty;
-    }
+void Sampler::apply_penalty(float* logits, int64_t n, std::span<const int32_t> history) {
+  if (p_.repetition_penalty == 1.0f) return;
+  // Once per distinct token, as HF does (its gather/scatter ignores repeats).
+  seen_.assign(size_t(n), 0);
+  for (int32_t id : history) {
+    if (id < 0 || id >= n || seen_[id]) continue;
+    seen_[id] = 1;
+    float& l = logits[id];
+    l = l > 0 ? l / p_.repetition_penalty : l * p_.repetition_penalty;
   }
+}
+
+int32_t Sampler::sample(float* logits, int64_t n, std::span<const int32_t> history) {
+  apply_penalty(logits, n, history);
   if (p_.temperature == 0.0f) return argmax(logits, n);
   if (p_.top_k > 0 && p_.top_k < n) {
     // The top_k by logit (ties to the lower id), their probabilities relative
@@ -71,6 +74,67 @@ int32_t Sampler::sample(float* logits, int64_t n, std::span<const int32_t> histo
   const double u = uniform();
   if (p_.top_p >= 1.0f) return int32_t(walk(probs_.data(), n, u));  // in id order: no sort at all
   return top_p_draw(probs_.data(), n, u);
+}
+
+void Sampler::distribution(float* logits, int64_t n, std::span<const int32_t> history, std::vector<float>& probs) {
+  apply_penalty(logits, n, history);
+  probs.assign(size_t(n), 0.0f);
+  if (p_.temperature == 0.0f) {
+    probs[size_t(argmax(logits, n))] = 1.0f;
+    return;
+  }
+  // The candidates sample() keeps, most probable first (ties to the lower
+  // id), with their unnormalized probabilities.
+  std::vector<float> w;
+  if (p_.top_k > 0 && p_.top_k < n) {
+    idx_.resize(size_t(n));
+    std::iota(idx_.begin(), idx_.end(), 0);
+    std::partial_sort(idx_.begin(), idx_.begin() + p_.top_k, idx_.end(), [&](int32_t a, int32_t b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    idx_.resize(size_t(p_.top_k));
+    const float mx = logits[idx_[0]];
+    for (int32_t i : idx_) w.push_back(float(std::exp(double(logits[i] - mx) / p_.temperature)));
+    const int64_t keep = top_p_prefix(w.data(), int64_t(w.size()), sum_of(w.data(), int64_t(w.size())));
+    idx_.resize(size_t(keep));
+    w.resize(size_t(keep));
+  } else {
+    probs_.resize(size_t(n));
+    ops::softmax_tempered(logits, n, p_.temperature, probs_.data());
+    const double total = sum_of(probs_.data(), n);
+    if (p_.top_p >= 1.0f) {
+      for (int64_t i = 0; i < n; ++i) probs[size_t(i)] = float(double(probs_[size_t(i)]) / total);
+      return;
+    }
+    // top-p: the kept tokens are the most probable ones up to the share
+    // top_p, so they all lie above any threshold whose tokens already hold
+    // that share; sorting only those is exact and cheap.
+    const double need = double(p_.top_p) * total;
+    for (double t = 1e-3;; t *= 1e-3) {
+      idx_.clear();
+      double mass = 0;
+      for (int64_t i = 0; i < n; ++i)
+        if (probs_[size_t(i)] >= t || t < 1e-40) idx_.push_back(int32_t(i)), mass += probs_[size_t(i)];
+      if (mass >= need || t < 1e-40) break;
+    }
+    std::sort(idx_.begin(), idx_.end(), [&](int32_t a, int32_t b) {
+      return probs_[size_t(a)] > probs_[size_t(b)] || (probs_[size_t(a)] == probs_[size_t(b)] && a < b);
+    });
+    double cum = 0;
+    size_t k = 0;
+    while (k < idx_.size() && (cum += probs_[size_t(idx_[k++])]) < need) {
+    }
+    idx_.resize(k);
+    for (int32_t i : idx_) w.push_back(probs_[size_t(i)]);
+  }
+  const double total = sum_of(w.data(), int64_t(w.size()));
+  for (size_t j = 0; j < idx_.size(); ++j) probs[size_t(idx_[j])] = float(double(w[j]) / total);
+}
+
+int32_t Sampler::draw(std::span<const float> probs) {
+  const int64_t n = int64_t(probs.size());
+  if (n == 0 || !(sum_of(probs.data(), n) > 0)) return -1;
+  return int32_t(walk(probs.data(), n, uniform()));
 }
 
 // top-p over every token without sorting them all (a full sort of a 150k

@@ -27,8 +27,19 @@ class Sampler {
   int32_t sample(float* logits, int64_t n_vocab, std::span<const int32_t> history);
   static int32_t argmax(const float* logits, int64_t n);
 
+  // The distribution sample() draws from, as n_vocab probabilities summing
+  // to 1 (penalty, temperature, top-k, top-p applied; temperature 0: all
+  // mass on the argmax). For speculative decoding with a sampled draft,
+  // whose acceptance rule compares two distributions. logits is modified.
+  void distribution(float* logits, int64_t n_vocab, std::span<const int32_t> history, std::vector<float>& probs);
+  // A draw from probabilities that need not sum to 1 (their sum scales the
+  // draw); -1 when they sum to 0.
+  int32_t draw(std::span<const float> probs);
+  // The next uniform number in [0, 1) of this sampler's seeded stream.
+  double uniform();
+
  private:
-  double uniform();  // [0, 1)
+  void apply_penalty(float* logits, int64_t n, std::span<const int32_t> history);
   static double sum_of(const float* p, int64_t n);
   int64_t top_p_prefix(const float* p, int64_t n, double total) const;
   static int64_t walk(const float* p, int64_t n, double u);

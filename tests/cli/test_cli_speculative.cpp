@@ -1,6 +1,8 @@
-// `run --speculative ngram`: the output is the one plain decoding gives,
-// greedy and seeded sampling alike, on every architecture; drafts are
-// accepted on text that repeats itself.
+// `run --speculative ngram|draft`: with prompt lookup the output is the one
+// plain decoding gives, greedy and seeded sampling alike, on every
+// architecture, and drafts are accepted on text that repeats itself; with a
+// draft model greedy output is the plain one (its sampled output keeps the
+// distribution: tests/runtime/test_speculative_sampling.cpp).
 #include "cli_util.h"
 
 namespace rinfer::test::cli {
@@ -59,8 +61,61 @@ INSTANTIATE_TEST_SUITE_P(Families, SpeculativeGolden,
                                            "baichuan_7b_rope", "baichuan_13b_alibi", "chatglm_glm4", "deepseek_moe",
                                            "deepseek_v2", "deepseek_v2_lite", "deepseek_v3", "deepseek_v3_grouped"));
 
+// A draft model (here the model's own int4 copy, which proposes tokens the
+// model does not always pick): greedy ids are still the model's own.
+TEST_P(SpeculativeGolden, DraftModelGreedyIdsAreThoseWithoutIt) {
+  const std::string model = golden_dir(GetParam()) + "/hf";
+  const std::string prompt = "--prompt-ids 7,8,9,7,8,9,7,8,9";
+  const json plain = run_spec(model, prompt, "-n 40 --temperature 0");
+  const json spec = run_spec(model, prompt,
+                             "-n 40 --temperature 0 --speculative draft --draft-dtype int4 --num-speculative-tokens 4 "
+                             "--draft-model " + quote(model));
+  EXPECT_EQ(ids_of(spec, "output_ids"), ids_of(plain, "output_ids"));
+  const json& s = spec.at("speculative");
+  EXPECT_EQ(s.at("method"), "draft");
+  EXPECT_GT(s.at("drafted").get<int64_t>(), 0);
+  EXPECT_EQ(spec.at("decode_steps").get<int64_t>() + s.at("accepted").get<int64_t>(), 39);
+}
+
+TEST(CliSpeculative, StoriesDraftModel) {
+  const json plain = run_spec(stories_hf(), kStory, "-n 120 --temperature 0");
+  for (const std::string k : {"1", "4"}) {
+    const json spec = run_spec(stories_hf(), kStory,
+                               "-n 120 --temperature 0 --speculative draft --draft-dtype int4 --draft-model " +
+                                   quote(stories_hf()) + " --num-speculative-tokens " + k);
+    EXPECT_EQ(ids_of(spec, "output_ids"), ids_of(plain, "output_ids")) << "k = " << k;
+    // The int4 copy agrees with the model on most tokens.
+    EXPECT_GT(spec.at("speculative").at("acceptance").get<double>(), 0.5);
+  }
+  // Sampled: a draft identical to the model is always accepted (p = q).
+  const json same = run_spec(stories_hf(), kStory,
+                             "-n 60 --temperature 0.9 --seed 4 --speculative draft --draft-model " + quote(stories_hf()));
+  EXPECT_GT(same.at("speculative").at("acceptance").get<double>(), 0.95);
+  EXPECT_EQ(ids_of(same, "output_ids").size(), 60u);
+}
+
 TEST(CliSpeculative, OptionsAreChecked) {
-  expect_fails("run --model " + quote(stories_hf()) + " --prompt hi --speculative draft", "--speculative");
+  expect_fails("run --model " + quote(stories_hf()) + " --prompt hi --speculative draft", "--draft-model");
+  expect_fails("run --model " + quote(stories_hf()) + " --prompt hi --draft-model " + quote(stories_hf()),
+               "--draft-model needs --speculative draft");
+  expect_fails("run --model " + quote(stories_hf()) + " --prompt hi --speculative ngram --draft-model " +
+                   quote(stories_hf()),
+               "--draft-model needs --speculative draft");
+  expect_fails("run --model " + quote(stories_hf()) + " --prompt hi --speculative draft --draft-dtype int3 --draft-model " +
+                   quote(stories_hf()),
+               "--draft-dtype");
+  // A model with another tokenizer (LLaMA-2's 32000 tokens) is refused.
+  TempDir tmp;
+  const fs::path other = copy_checkpoint(golden_dir("llama") + "/hf", tmp.path / "other");
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
+    fs::remove(other / f);
+    fs::copy_file(testdata("tokenizer/hf/llama2") / f, other / f);
+  }
+  expect_fails("run --model " + quote(stories_hf()) + " --prompt hi --speculative draft --draft-model " +
+                   quote(other.string()),
+               "same tokenizer");
+  expect_fails("run --model " + quote(stories_hf()) + " --prompt hi --speculative draft --draft-model /nonexistent",
+               "/nonexistent");
   expect_fails("run --model " + quote(stories_hf()) + " --prompt hi --speculative ngram --num-speculative-tokens 0",
                "--num-speculative-tokens");
   expect_fails("run --model " + quote(stories_hf()) + " --prompt hi --speculative ngram --ngram-max 0", "--ngram-max");
