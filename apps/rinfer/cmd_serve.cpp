@@ -46,6 +46,8 @@ struct ServeOptions {
   int64_t max_body_bytes = 1 << 20, max_connections = 1024, max_connections_per_client = 256;
   double request_timeout = 30;
   bool no_prefix_caching = false;
+  SpeculativeCli speculative;
+  int64_t speculative_max_batch = 8;
   RuntimeOptions rt;
 };
 
@@ -102,6 +104,10 @@ Runner add_serve(CLI::App& app) {
                   "Seconds a request (headers and body) may take to arrive from its first byte (default 30)")
       ->check(number_in(0.1, 3600.0));
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Do not share KV blocks of identical prompt prefixes");
+  add_speculative_options(cmd, o->speculative);
+  cmd->add_option("--speculative-max-batch", o->speculative_max_batch,
+                  "With --speculative: no drafts while more sequences than this run (default 8)")
+      ->check(integer_in(1, 65536));
   add_runtime_options(cmd, o->rt);
   cmd->add_option("--micro-batches", o->rt.micro_batches,
                   "With --pp: cut each step's batch into this many micro-batches (whole sequences), so that the "
@@ -109,6 +115,10 @@ Runner add_serve(CLI::App& app) {
       ->check(integer_in(1, 1024));
   return [o, mem]() -> int {
     const SchedulerPolicy policy = parse_scheduler_policy(o->scheduler);
+    RINFER_CHECK(o->speculative.mode != "draft",
+                 "serve --speculative draft is not supported yet (a draft model per batch); use --speculative ngram");
+    RINFER_CHECK(o->speculative.draft_model.empty() && o->speculative.draft_dtype.empty(),
+                 "serve: --draft-model and --draft-dtype are for run and bench");
     RINFER_CHECK(!(mem->count() > 0 && o->rt.kv_cache_tokens > 0), "give --kv-cache-memory or --kv-cache-tokens, not both");
     // Signals are taken by one thread (below), so block them before any
     // thread exists; a write to a closed socket must not kill the server.
@@ -152,6 +162,8 @@ Runner add_serve(CLI::App& app) {
     eo.scheduler.policy = policy;
     eo.scheduler.max_num_seqs = o->max_num_seqs;
     eo.scheduler.max_batch_tokens = o->max_batch_tokens;
+    const SpeculativeOptions spec = o->speculative.options();
+    eo.scheduler.speculative = {spec.num_tokens, spec.ngram_max, o->speculative_max_batch};
     eo.max_model_len = model_len;
     eo.prefix_caching = !o->no_prefix_caching;
     eo.max_waiting = o->max_waiting;
@@ -180,12 +192,13 @@ Runner add_serve(CLI::App& app) {
     const int port = http.bind();
     std::fprintf(stderr,
                  "rinfer serve: %s on http://%s:%d (scheduler %s, max-num-seqs %lld, max-batch-tokens %lld, "
-                 "max-model-len %lld, KV %lld blocks x %d tokens = %.1f MiB, prefix caching %s%s%s)\n",
+                 "max-model-len %lld, KV %lld blocks x %d tokens = %.1f MiB, prefix caching %s%s%s%s)\n",
                  so.model_name.c_str(), o->host.c_str(), port, scheduler_policy_name(policy),
                  (long long)o->max_num_seqs, (long long)o->max_batch_tokens, (long long)engine.max_model_len(),
                  (long long)s->kv().n_blocks(), s->kv().block_size(), double(s->kv().bytes()) / (1 << 20),
-                 eo.prefix_caching ? "on" : "off", o->api_key.empty() ? "" : ", API key required",
-                 parallel_summary(rt).c_str());
+                 eo.prefix_caching ? "on" : "off",
+                 spec.num_tokens > 0 ? str(", speculative ngram up to ", spec.num_tokens, " drafts").c_str() : "",
+                 o->api_key.empty() ? "" : ", API key required", parallel_summary(rt).c_str());
     std::fflush(stderr);
     std::thread waiter([&] {
       int sig = 0;

@@ -47,8 +47,8 @@ void add_prefill_chunk_option(CLI::App* cmd, RuntimeOptions& o);
 // The whole file an option names; "OPTION: cannot read PATH" when it cannot.
 std::string read_file(const std::string& path, const char* option);
 
-// --speculative ngram|draft, --draft-model, --num-speculative-tokens,
-// --ngram-max (run, bench).
+// --speculative ngram|draft, --draft-model, --draft-dtype,
+// --num-speculative-tokens, --ngram-max (run, bench; serve: ngram only).
 struct SpeculativeCli {
   std::string mode;  // empty: off
   std::string draft_model;

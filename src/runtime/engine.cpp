@@ -134,13 +134,21 @@ bool Engine::step() {
   Schedule s = scheduler_.schedule();
   if (s.empty()) return false;
   batch_.clear();
+  size_t rows = 0;
   for (const auto& c : s.chunks) {
     Sequence& seq = *c.seq;
+    if (c.n_drafts > 0) {
+      // The last token and its drafts: a row of logits for each.
+      batch_.push_back({seq.verify_tokens, seq.n_computed, seq.block_table, LogitRows::All});
+      rows += size_t(c.n_tokens);
+      continue;
+    }
     // A prompt chunk that does not reach the end samples nothing: no logits row.
     batch_.push_back({std::span<const int32_t>(seq.tokens).subspan(size_t(seq.n_computed), size_t(c.n_tokens)),
                       seq.n_computed, seq.block_table, c.samples() ? LogitRows::Last : LogitRows::None});
+    rows += c.samples();
   }
-  logits_.resize(batch_.size() * size_t(vocab_));
+  logits_.resize(rows * size_t(vocab_));
   try {
     runner_.forward(batch_, logits_.data());
   } catch (const std::exception& e) {
@@ -150,9 +158,14 @@ bool Engine::step() {
     return true;
   }
   ++counters_.steps_total;
-  size_t row = 0;  // logits rows: one per sampling chunk, in batch order
+  size_t row = 0;  // logits rows: one per sampling chunk (1 + drafts when verifying), in batch order
   for (size_t i = 0; i < s.chunks.size(); ++i) {
     Sequence& seq = *s.chunks[i].seq;
+    if (s.chunks[i].n_drafts > 0) {
+      verify(seq, s.chunks[i].n_drafts, logits_.data() + row * size_t(vocab_));
+      row += size_t(s.chunks[i].n_tokens);
+      continue;
+    }
     const bool samples = s.chunks[i].samples();
     const int64_t begin = seq.n_computed, end = begin + s.chunks[i].n_tokens;
     counters_.prompt_tokens_total += std::max<int64_t>(0, std::min(end, seq.n_prompt) - begin);
@@ -163,7 +176,39 @@ bool Engine::step() {
   return true;
 }
 
-void Engine::sample(Sequence& seq, float* logits) {
+// Rows 0..n_drafts of `logits` follow the last token and each draft. As in
+// the Generator, every row is sampled as plain decoding would, one sampler
+// draw per token, while the samples equal the drafts: the output is the one
+// without speculation. An accepted draft's K/V (written by this forward) are
+// valid; a rejected one's are overwritten by later steps.
+void Engine::verify(Sequence& seq, int64_t n_drafts, float* logits) {
+  const std::vector<int32_t> drafts(seq.verify_tokens.begin() + 1, seq.verify_tokens.end());
+  const int64_t id = seq.id;
+  seq.n_computed += 1;
+  blocks_.register_computed(seq);
+  int64_t accepted = 0;
+  for (int64_t i = 0; i <= n_drafts; ++i) {
+    const bool alive = sample(seq, logits + i * size_t(vocab_));
+    const bool hit = i < n_drafts && alive && seq.tokens.back() == drafts[size_t(i)];
+    if (!hit) break;
+    ++accepted;
+    seq.n_computed += 1;
+    blocks_.register_computed(seq);
+  }
+  counters_.spec_draft_tokens_total += n_drafts;
+  counters_.spec_accepted_tokens_total += accepted;
+  if (!live_.count(id)) return;  // finished: seq is gone
+  seq.n_drafted += n_drafts;
+  seq.n_accepted += accepted;
+  // Back off after a full miss, grow after a full hit.
+  const int64_t most = opts_.scheduler.speculative.num_tokens;
+  if (accepted == 0)
+    seq.draft_len = std::max<int64_t>(1, seq.draft_len / 2);
+  else if (accepted == n_drafts)
+    seq.draft_len = std::min(most, seq.draft_len + 1);
+}
+
+bool Engine::sample(Sequence& seq, float* logits) {
   GenerationEvent ev;
   SampledToken t = runner_.sample(logits, *seq.sampler, seq.tokens, seq.top_logprobs);
   ev.token = t.id;
@@ -180,6 +225,7 @@ void Engine::sample(Sequence& seq, float* logits) {
   if (reason == FinishReason::None) {
     ev.request_id = seq.id;
     emit(live_.at(seq.id), ev);
+    return true;
   } else {
     // The last token travels with the finish event.
     auto it = live_.find(seq.id);
@@ -190,6 +236,7 @@ void Engine::sample(Sequence& seq, float* logits) {
     ev.finished = true;
     ev.finish_reason = reason;
     emit(live, ev);
+    return false;
   }
 }
 

@@ -77,6 +77,8 @@ struct EngineStats {
   int64_t steps_total = 0, preemptions_total = 0;
   int64_t prefix_queried_tokens = 0, prefix_hit_tokens = 0;
   int64_t requests_finished = 0;
+  // Speculative decoding: drafts verified, and those accepted.
+  int64_t spec_draft_tokens_total = 0, spec_accepted_tokens_total = 0;
   // Pipeline stages (more than one): the runner's account of the bubble.
   int pipeline_stages = 1;
   int micro_batches = 1;
@@ -131,7 +133,10 @@ class Engine {
   void loop();
   bool step();  // false when nothing could be scheduled
   void take_inbox();
-  void sample(Sequence& seq, float* logits);
+  // Samples and delivers the next token; false when that finished the
+  // sequence (it is gone then).
+  bool sample(Sequence& seq, float* logits);
+  void verify(Sequence& seq, int64_t n_drafts, float* logits);
   void finish(int64_t id, FinishReason reason, const std::string& error = "");
   void emit(Live& live, GenerationEvent& ev);
   void publish_stats();

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "runtime/prompt_lookup.h"
 
 namespace rinfer {
 
@@ -23,6 +24,10 @@ const char* scheduler_policy_name(SchedulerPolicy p) {
 }
 
 void SchedulerOptions::validate() const {
+  RINFER_CHECK(speculative.num_tokens >= 0 && speculative.num_tokens <= 16,
+               "--num-speculative-tokens must be in [1, 16], got ", speculative.num_tokens);
+  RINFER_CHECK(speculative.ngram_max >= 1, "--ngram-max must be >= 1, got ", speculative.ngram_max);
+  RINFER_CHECK(speculative.max_batch >= 1, "--speculative-max-batch must be >= 1, got ", speculative.max_batch);
   RINFER_CHECK(max_num_seqs >= 1, "--max-num-seqs must be >= 1, got ", max_num_seqs);
   // Every running sequence must be able to decode in every step, or the
   // ones at the back of the order would starve.
@@ -81,13 +86,28 @@ Schedule Scheduler::schedule() {
 }
 
 void Scheduler::schedule_decodes(Schedule& s, int64_t& budget) {
+  const SchedulerSpeculation& spec = opts_.speculative;
+  int64_t decodes = 0;  // still to be given their one token
+  for (const Sequence* seq : running_) decodes += seq->n_uncomputed() == 1;
+  const bool drafting = spec.num_tokens > 0 && int64_t(running_.size()) <= spec.max_batch;
   // running_ is in policy order and only sequences behind the current one
   // are preempted, so a sequence already given work this step is never a
   // victim; the current one may be its own victim.
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence* seq = running_[i];
     if (seq->n_uncomputed() != 1) continue;
-    const int64_t target = seq->n_computed + 1;
+    --decodes;
+    std::vector<int32_t> drafts;
+    if (drafting) {
+      if (seq->draft_len == 0) seq->draft_len = spec.num_tokens;
+      // The token after the last draft must still fit max_len; the budget
+      // keeps one token for every decode after this one.
+      const int64_t k = std::min({seq->draft_len, seq->max_len - seq->n_tokens() - 1, budget - 1 - decodes});
+      if (k > 0) drafts = prompt_lookup_draft(seq->tokens, k, spec.ngram_max);
+      if (!drafts.empty() && !blocks_.can_allocate(*seq, seq->n_computed + 1 + int64_t(drafts.size())))
+        drafts.clear();  // no spare blocks: never preempt anyone for a guess
+    }
+    const int64_t target = seq->n_computed + 1 + int64_t(drafts.size());
     bool self_preempted = false;
     while (!blocks_.can_allocate(*seq, target)) {
       // fifo / priority reserved every block at admission, so this is the
@@ -103,8 +123,13 @@ void Scheduler::schedule_decodes(Schedule& s, int64_t& budget) {
     }
     if (self_preempted) break;  // it was the last one
     blocks_.allocate(*seq, target);
-    s.chunks.push_back({seq, 1});
-    --budget;
+    const int64_t n = 1 + int64_t(drafts.size());
+    if (!drafts.empty()) {
+      seq->verify_tokens.assign(1, seq->tokens.back());
+      seq->verify_tokens.insert(seq->verify_tokens.end(), drafts.begin(), drafts.end());
+    }
+    s.chunks.push_back({seq, n, n - 1});
+    budget -= n;
   }
 }
 

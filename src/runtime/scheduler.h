@@ -37,19 +37,37 @@ enum class SchedulerPolicy { Fifo, Priority, Preemption };
 SchedulerPolicy parse_scheduler_policy(const std::string& name);  // throws rinfer::Error
 const char* scheduler_policy_name(SchedulerPolicy p);
 
+// Speculative decoding in serving: a decoding sequence's step also carries
+// up to num_tokens drafts from prompt lookup (runtime/prompt_lookup.h),
+// verified by the engine in the same forward. It backs off: per sequence,
+// the draft length halves after a step whose drafts all missed and grows
+// by one after a step whose drafts all hit; with more than max_batch
+// sequences running no one drafts (the step is then compute-bound, and
+// rejected rows cost as much as accepted ones); drafts use only the step's
+// token budget left after every decode's one token.
+struct SchedulerSpeculation {
+  int64_t num_tokens = 0;  // 0: off
+  int64_t ngram_max = 3;
+  int64_t max_batch = 8;
+};
+
 struct SchedulerOptions {
   SchedulerPolicy policy = SchedulerPolicy::Fifo;
   int64_t max_num_seqs = 64;        // running sequences at most
   int64_t max_batch_tokens = 2048;  // tokens per step at most (>= max_num_seqs)
+  SchedulerSpeculation speculative;
   void validate() const;
 };
 
-// Run tokens [seq->n_computed, seq->n_computed + n_tokens) of seq this step.
+// Run tokens [seq->n_computed, seq->n_computed + n_tokens) of seq this step;
+// with n_drafts > 0 the chunk is seq->verify_tokens: the last token and its
+// drafts.
 struct ScheduledChunk {
   Sequence* seq = nullptr;
   int64_t n_tokens = 0;
+  int64_t n_drafts = 0;
   // True when the chunk reaches the sequence's last token: its logits are sampled.
-  bool samples() const { return seq->n_computed + n_tokens == seq->n_tokens(); }
+  bool samples() const { return seq->n_computed + n_tokens - n_drafts == seq->n_tokens(); }
 };
 
 struct Schedule {

@@ -43,6 +43,12 @@ struct Sequence {
   int64_t n_hashed_blocks = 0;  // leading full blocks already offered to the prefix cache
   uint64_t last_block_hash = 0; // chain hash of block n_hashed_blocks - 1
 
+  // Speculative decoding (serve --speculative ngram): this step's last
+  // token and drafts, and the draft length the back-off allows next.
+  std::vector<int32_t> verify_tokens;
+  int64_t draft_len = 0;
+  int64_t n_drafted = 0, n_accepted = 0;
+
   std::unique_ptr<Sampler> sampler;  // kept across preemption, so resumed output is unchanged
   int top_logprobs = -1;             // -1: no logprobs; k >= 0: chosen token's plus k alternatives
 

@@ -77,6 +77,11 @@ std::string Metrics::render(const EngineStats& s) const {
          double(s.prefix_queried_tokens));
   scalar(out, "rinfer_prefix_cache_hits_total", "counter", "Prompt tokens served from the prefix cache.",
          double(s.prefix_hit_tokens));
+  scalar(out, "rinfer_spec_decode_draft_tokens_total", "counter",
+         "Speculative decoding: drafted tokens verified by the model.", double(s.spec_draft_tokens_total));
+  scalar(out, "rinfer_spec_decode_accepted_tokens_total", "counter",
+         "Speculative decoding: drafted tokens accepted (each saved a forward pass).",
+         double(s.spec_accepted_tokens_total));
   std::lock_guard<std::mutex> lk(mu_);
   if (s.pipeline_stages > 1) {
     scalar(out, "rinfer_pipeline_stages", "gauge", "Pipeline stages (--pp).", double(s.pipeline_stages));

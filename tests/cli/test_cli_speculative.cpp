@@ -116,6 +116,11 @@ TEST(CliSpeculative, OptionsAreChecked) {
                "same tokenizer");
   expect_fails("run --model " + quote(stories_hf()) + " --prompt hi --speculative draft --draft-model /nonexistent",
                "/nonexistent");
+  // serve drafts with prompt lookup only.
+  expect_fails("serve --model " + quote(stories_hf()) + " --speculative draft --draft-model " + quote(stories_hf()),
+               "serve --speculative draft is not supported");
+  expect_fails("serve --model " + quote(stories_hf()) + " --speculative ngram --speculative-max-batch 0",
+               "--speculative-max-batch");
   expect_fails("run --model " + quote(stories_hf()) + " --prompt hi --speculative ngram --num-speculative-tokens 0",
                "--num-speculative-tokens");
   expect_fails("run --model " + quote(stories_hf()) + " --prompt hi --speculative ngram --ngram-max 0", "--ngram-max");
