@@ -25,32 +25,13 @@
 #include "perf/roofline.h"
 #include "model/stage_profile.h"
 #include "runtime/generator.h"
+#include "bench_report.h"
+#include "bench_batch.h"
 #include "rinfer_git_commit.h"  // generated at build time (cmake/git_commit.cmake)
 
 namespace rinfer::cli {
 
 namespace {
-struct Series {
-  std::vector<double> v;
-  double mean() const {
-    double s = 0;
-    for (double x : v) s += x;
-    return v.empty() ? 0 : s / double(v.size());
-  }
-  double std() const {
-    if (v.size() < 2) return 0;
-    double m = mean(), s = 0;
-    for (double x : v) s += (x - m) * (x - m);
-    return std::sqrt(s / double(v.size() - 1));
-  }
-  double median() const {
-    if (v.empty()) return 0;
-    std::vector<double> w = v;
-    std::sort(w.begin(), w.end());
-    const size_t n = w.size();
-    return n % 2 ? w[n / 2] : 0.5 * (w[n / 2 - 1] + w[n / 2]);
-  }
-};
 
 // The decode GEMV of a model's float matrices: BF16 ones stored blocked
 // (4-d tensors, the converter's default) take the blocked GEMV.
@@ -90,80 +71,6 @@ struct PrefetchAB {
   std::chrono::steady_clock::time_point last;
 };
 
-// The --profile tables (and their JSON): per phase, each stage's time per
-// forward call and its share of the call; for a prompt the GFLOP/s of the
-// stages that run matmul kernels (against the instruction peak), for a
-// decode step the bytes of weights (attention: KV cache) a stage reads and
-// its rate (against the measured read bandwidth). With more than one
-// thread, "busy" is the share of the pool's thread time the stage kept busy
-// (StageTotals::busy_ns): under 100 % a job's threads waited for one
-// another (imbalance, wake-up), and serial work on the calling thread
-// shows as 1 / threads.
-nlohmann::json print_profile(const profile::PhaseTotals (&prof)[2], double peak_gops, double mem_bw, int threads) {
-  nlohmann::json out = nlohmann::json::object();
-  for (int p = 0; p < 2; ++p) {
-    const profile::PhaseTotals& t = prof[p];
-    const bool prefill = p == 0;
-    const char* phase = profile::phase_name(prefill ? profile::Phase::Prefill : profile::Phase::Decode);
-    if (t.forwards == 0) continue;
-    const double calls = double(t.forwards), fwd_ms = double(t.forward_ns) / 1e6 / calls;
-    const double roof = prefill ? peak_gops : mem_bw;
-    std::printf("  %s profile, per forward call (%.3f ms, mean of %llu):\n", phase, fwd_ms,
-                static_cast<unsigned long long>(t.forwards));
-    std::printf("    %-14s %9s %7s %6s %10s %8s%s\n", "stage", "ms", "share", threads > 1 ? "busy" : "",
-                prefill ? "GFLOP" : "MB read", prefill ? "GFLOP/s" : "GB/s",
-                roof > 0 ? (prefill ? "  of peak" : "  of bw") : "");
-    nlohmann::json stages = nlohmann::json::array();
-    double listed_ms = 0;
-    for (size_t s = 0; s < t.stages.size(); ++s) {
-      const profile::StageTotals& st = t.stages[s];
-      if (st.calls == 0) continue;
-      const double ms = double(st.ns) / 1e6 / calls;
-      listed_ms += ms;
-      const char* name = profile::stage_name(profile::Stage(s));
-      nlohmann::json js = {{"stage", name}, {"ms", ms}, {"share", ms / fwd_ms}, {"calls", double(st.calls) / calls}};
-      std::printf("    %-14s %9.3f %6.1f%%", name, ms, 100 * ms / fwd_ms);
-      if (threads > 1) {
-        const double busy = st.ns > 0 ? double(st.busy_ns) / (double(threads) * double(st.ns)) : 0.0;
-        js["threads_busy"] = busy;
-        std::printf(" %5.0f%%", 100 * busy);
-      } else {
-        std::printf(" %6s", "");
-      }
-      // A rate: GFLOP/s (2 per multiply-add) or GB/s; both are per ns * 1e9.
-      const uint64_t amount = prefill ? 2 * st.macs : st.bytes;
-      if (amount > 0) {
-        const double rate = double(amount) / double(st.ns);
-        js[prefill ? "gflop" : "bytes"] = double(amount) / calls / (prefill ? 1e9 : 1.0);
-        js[prefill ? "gflop_s" : "gb_s"] = rate;
-        std::printf(" %10.2f %8.1f", double(amount) / calls / (prefill ? 1e9 : 1e6), rate);
-        if (roof > 0) std::printf("  %7.2f", rate / roof), js[prefill ? "peak_ratio" : "bandwidth_ratio"] = rate / roof;
-      }
-      std::printf("\n");
-      stages.push_back(js);
-    }
-    // Inside forward but in no stage: workspace lookups, batch bookkeeping.
-    std::printf("    %-14s %9.3f %6.1f%%\n", "(rest)", fwd_ms - listed_ms, 100 * (fwd_ms - listed_ms) / fwd_ms);
-    out[phase] = {{"forward_calls", t.forwards}, {"forward_ms", fwd_ms}, {"rest_ms", fwd_ms - listed_ms},
-                  {"stages", stages}};
-    if (t.comm_calls > 0) {
-      // Tensor-parallel collectives, already counted in the stages above.
-      const double ms = double(t.comm_ns) / 1e6 / calls;
-      const double kb = double(t.comm_bytes) / 1e3 / double(t.comm_calls);
-      std::printf("    communication  %9.3f %6.1f%%  (in the stages above: %.1f collectives of %.1f KB per call, "
-                  "%.1f us each)\n",
-                  ms, 100 * ms / fwd_ms, double(t.comm_calls) / calls, kb,
-                  double(t.comm_ns) / 1e3 / double(t.comm_calls));
-      out[phase]["communication"] = {{"ms", ms},
-                                     {"share", ms / fwd_ms},
-                                     {"collectives", double(t.comm_calls) / calls},
-                                     {"kb_per_collective", kb},
-                                     {"us_per_collective", double(t.comm_ns) / 1e3 / double(t.comm_calls)}};
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 Runner add_bench(CLI::App& app) {
@@ -172,6 +79,7 @@ Runner add_bench(CLI::App& app) {
     std::vector<std::string> ab_specs;
     int64_t prompt_len = 128, gen_len = 128;
     int samples = 5, warmup = 1;
+    int64_t batch = 1;
     double mem_bw = 0;
     std::string bw_probe = "steps";
     bool roofline = true, profile = false;
@@ -188,6 +96,11 @@ Runner add_bench(CLI::App& app) {
                   "decoding, whose gain depends on the text")
       ->excludes(plen);
   cmd->add_option("--gen-len", o->gen_len, "Generated tokens per sample")->check(integer_in(1));
+  cmd->add_option("--batch", o->batch,
+                  "Decode this many sequences together through the model runner (no server) and report aggregate "
+                  "tokens/s, its ratio to one sequence alone and to the matmul instruction peak (default 1: the "
+                  "single-sequence benchmark)")
+      ->check(integer_in(1, 4096));
   cmd->add_option("--samples", o->samples, "Measured runs")->check(integer_in(1, INT32_MAX));
   cmd->add_option("--warmup", o->warmup, "Unmeasured runs first")->check(integer_in(0, INT32_MAX));
   cmd->add_option("--mem-bw", o->mem_bw,
@@ -212,6 +125,24 @@ Runner add_bench(CLI::App& app) {
   add_prefill_chunk_option(cmd, o->rt);
   add_speculative_options(cmd, o->speculative);
   return [o]() -> int {
+    if (o->batch > 1) {
+      RINFER_CHECK(o->speculative.mode.empty(), "--batch with --speculative: not supported (bench one sequence)");
+      RINFER_CHECK(o->prompt_file.empty(), "--batch uses pseudo-random prompts of --prompt-len tokens, not --prompt-file");
+      RINFER_CHECK(o->ab_specs.empty(), "--batch with --ab-decode-prefetch: not supported");
+      BatchBenchOptions bo;
+      bo.batch = o->batch;
+      bo.prompt_len = o->prompt_len;
+      bo.gen_len = o->gen_len;
+      bo.samples = o->samples;
+      bo.warmup = o->warmup;
+      bo.roofline = o->roofline;
+      bo.profile = o->profile;
+      bo.json_out = o->json_out;
+      auto s = open_session(o->model, o->rt, /*need_tokenizer=*/false, [&](const LoadedModel&, DType) {
+        return batch_bench_kv_tokens(bo, o->rt.block_size);
+      });
+      return run_batch_bench(*s, bo, o->model, o->rt);
+    }
     std::string prompt_text;
     if (!o->prompt_file.empty()) {
       prompt_text = read_file(o->prompt_file, "--prompt-file");

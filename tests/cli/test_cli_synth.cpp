@@ -173,6 +173,36 @@ TEST(CliBench, WritesJsonWithAllMetrics) {
   EXPECT_LT(std::abs(j.at("peak_rss_bytes").get<double>() - a.at("peak_rss_bytes").get<double>()), 64.0 * (1 << 20));
 }
 
+// bench --batch: N sequences decoding together through the runner. The
+// matmul work it counts per token is the model's (every projection and the
+// output layer once), and the aggregate and lone rates are real rates.
+TEST(CliBench, BatchDecodesSequencesTogether) {
+  TempDir tmp;
+  const fs::path t = synth_tiny(tmp);
+  const fs::path b = tmp.path / "batch.json";
+  CmdResult r = run_rinfer("bench --model " + quote(t.string()) + " --batch 5 --prompt-len 8 --gen-len 6 --samples 2 " +
+                           "--threads 1 --json " + quote(b.string()));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("scaling"), std::string::npos) << r.out;
+  const json j = read_json(b);
+  EXPECT_EQ(j.at("batch"), 5);
+  for (const char* k : {"decode_tokens_per_s_aggregate", "decode_tokens_per_s_alone", "batch_scaling", "step_ms"}) {
+    SCOPED_TRACE(k);
+    EXPECT_GT(j.at(k).get<double>(), 0);
+  }
+  EXPECT_EQ(j.at("sample_batch_scaling").size(), 2u);
+  const json c = read_json(t / "config.json");
+  const int64_t H = c.at("hidden_size"), I = c.at("intermediate_size"), L = c.at("num_hidden_layers"),
+                V = c.at("vocab_size"), heads = c.at("num_attention_heads");
+  const int64_t kv = c.value("num_key_value_heads", heads) * (H / heads);
+  const double macs = double(L * (H * H + 2 * kv * H + H * H + 3 * I * H) + V * H);
+  EXPECT_NEAR(j.at("matmul_gflop_per_token").get<double>(), 2 * macs / 1e9, 1e-12);
+  const std::string m = " --model " + quote(t.string()) + " --batch 4";
+  expect_fails("bench" + m + " --speculative ngram", "--batch");
+  expect_fails("bench" + m + " --gen-len 1", "--gen-len");
+  expect_fails("bench" + m + " --batch 0", "--batch");
+}
+
 TEST(CliBench, RejectsBadRequests) {
   TempDir tmp;
   const fs::path t = synth_tiny(tmp);
