@@ -521,6 +521,16 @@ void register_all() {
             [=](benchmark::State& st) { run_matmul_q(st, 512, 2048, 2048, qt, gs, threads, false); }, best);
       reg("qgemm/" + q + "g32/M128xK2048xN5632/threads:" + std::to_string(threads),
           [=](benchmark::State& st) { run_matmul_q(st, 128, 2048, 5632, qt, 32, threads, false); }, best);
+      // Batched decode (bench --batch, serve): a few rows against weights
+      // that stream from memory (TinyLlama's gate-up), the models' default
+      // groups (int8: 128, int4: 32).
+      for (int64_t m : {5, 8, 16, 32})
+        reg("qgemm/" + q + "g" + std::to_string(qt == kc::QuantType::Q8 ? 128 : 32) + "/M" + std::to_string(m) +
+                "xK2048xN5632/cold/threads:" + std::to_string(threads),
+            [=](benchmark::State& st) {
+              run_matmul_q(st, m, 2048, 5632, qt, qt == kc::QuantType::Q8 ? 128 : 32, threads, true);
+            },
+            best);
       // Qwen2.5-0.5B's MLP at a 512-token prompt (int8: group 128, int4: 32)
       const int64_t qgs = qt == kc::QuantType::Q8 ? 128 : 32;
       reg("qgemm/" + q + "g" + std::to_string(qgs) + "/M512xK896xN4864/threads:" + std::to_string(threads),

@@ -113,7 +113,8 @@ int run_batch_bench(Session& s, const BatchBenchOptions& o, const std::string& m
 
   Series agg_tps, alone_tps, scaling, tpot_ms, peaks, ratio;
   double macs_per_token = 0;
-  profile::set_enabled(o.profile);
+  if (o.profile) profile::set_enabled(true);  // reset
+  profile::set_recording(false);
   for (int i = -o.warmup; i < o.samples; ++i) {
     const bool measured = i >= 0;
     const double peak_before = measured && measure_peak ? perf::measure_peak_gops(kind, *s.pool) : 0;
@@ -126,9 +127,11 @@ int run_batch_bench(Session& s, const BatchBenchOptions& o, const std::string& m
       t_alone = seconds_since(t0);
     };
     auto run_batch = [&] {
+      profile::set_recording(o.profile && measured);  // --profile: the batched steps only
       const auto t0 = std::chrono::steady_clock::now();
       for (int64_t k = 0; k < steps; ++k) b.step(0, N);
       t_batch = seconds_since(t0);
+      profile::set_recording(false);
     };
     if (i % 2 == 0) {
       run_alone();

@@ -47,6 +47,11 @@ void set_enabled(bool on) {
   g_enabled.store(on, std::memory_order_relaxed);
 }
 
+void set_recording(bool on) {
+  ThreadPool::set_stats(on);
+  g_enabled.store(on, std::memory_order_relaxed);
+}
+
 PhaseTotals totals(Phase p) {
   std::lock_guard<std::mutex> lock(g_mutex);
   return g_totals[size_t(p)];

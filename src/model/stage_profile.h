@@ -65,6 +65,7 @@ struct PhaseTotals {
 };
 
 void set_enabled(bool on);  // process-wide; also resets the totals
+void set_recording(bool on);  // pause / resume without resetting them
 inline std::atomic<bool> g_enabled{false};
 inline bool enabled() { return g_enabled.load(std::memory_order_relaxed); }
 void reset();

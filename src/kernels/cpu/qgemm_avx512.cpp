@@ -20,6 +20,10 @@ constexpr int kQMR = 6;                     // GEMM: x rows per micro tile
 // 1 B/cycle per dpbusd, well inside L2's bandwidth).
 constexpr int64_t kQKC = 8192;
 constexpr int64_t kQNBlocks = 8;            // GEMM: 16-row blocks per task (128 rows)
+// Up to this many m-tiles (6 rows each: batched decode) the micro-kernel
+// prefetches the next blocks' weights; a prompt's many m-tiles reuse each
+// sliver enough for the hardware prefetcher.
+constexpr int64_t kQPrefetchMaxMTiles = 8;
 
 // ---------------------------------------------------------------- W8A8 GEMM
 struct QGemmCtx {
@@ -116,10 +120,13 @@ void qgemm_pack_x_task(void* p, int64_t mt, int) {
 // GATED (NV = 2, the whole K in one call): column block 0 is the gate's and
 // block 1 up's for the same 16 outputs, and the tile stores silu(gate) * up
 // into block 0's columns (bias: gate's, bias2: up's).
-template <int MR, int NV, int GK4, bool GATED = false>
+// PF: also prefetch (into L2) the weights of the task's next blocks, pf[v]
+// advancing pf_stride bytes per k step: a few rows (batched decode) reuse a
+// sliver too little to hide its first read from memory otherwise.
+template <int MR, int NV, int GK4, bool GATED = false, bool PF = false>
 void qgemm_micro(const int32_t* xp, const int32_t* comp, const uint8_t* const* wp, const float* sp, int64_t n_groups,
                  const float* sx, float* c, int64_t ldc, const __mmask16* msk, bool first, const float* bias,
-                 const float* bias2) {
+                 const float* bias2, const uint8_t* const* pf, int64_t pf_stride) {
   constexpr int64_t gk4 = GK4;
   __m512 accf[MR][NV];
 #pragma GCC unroll 8
@@ -142,6 +149,11 @@ void qgemm_micro(const int32_t* xp, const int32_t* comp, const uint8_t* const* w
       __m512i wv[NV];
       wv[0] = _mm512_loadu_si512(p0 + s * 64);
       if constexpr (NV == 2) wv[NV - 1] = _mm512_loadu_si512(p1 + s * 64);
+      if constexpr (PF) {
+        const int64_t off = (g * gk4 + s) * pf_stride;
+        _mm_prefetch(reinterpret_cast<const char*>(pf[0] + off), _MM_HINT_T1);
+        if constexpr (NV == 2) _mm_prefetch(reinterpret_cast<const char*>(pf[1] + off), _MM_HINT_T1);
+      }
 #pragma GCC unroll 8
       for (int i = 0; i < MR; ++i) {
         const __m512i xb = _mm512_set1_epi32(x[s * kQMR + i]);
@@ -182,25 +194,26 @@ void qgemm_micro(const int32_t* xp, const int32_t* comp, const uint8_t* const* w
 }
 
 using QMicroFn = void (*)(const int32_t*, const int32_t*, const uint8_t* const*, const float*, int64_t,
-                          const float*, float*, int64_t, const __mmask16*, bool, const float*, const float*);
-template <int NV, int GK4, bool GATED>
+                          const float*, float*, int64_t, const __mmask16*, bool, const float*, const float*,
+                          const uint8_t* const*, int64_t);
+template <int NV, int GK4, bool GATED, bool PF>
 QMicroFn qmicro_for_rows(int64_t mr) {
   static_assert(kQMR == 6);
   switch (mr) {
-    case 1: return &qgemm_micro<1, NV, GK4, GATED>;
-    case 2: return &qgemm_micro<2, NV, GK4, GATED>;
-    case 3: return &qgemm_micro<3, NV, GK4, GATED>;
-    case 4: return &qgemm_micro<4, NV, GK4, GATED>;
-    case 5: return &qgemm_micro<5, NV, GK4, GATED>;
-    default: return &qgemm_micro<6, NV, GK4, GATED>;
+    case 1: return &qgemm_micro<1, NV, GK4, GATED, PF>;
+    case 2: return &qgemm_micro<2, NV, GK4, GATED, PF>;
+    case 3: return &qgemm_micro<3, NV, GK4, GATED, PF>;
+    case 4: return &qgemm_micro<4, NV, GK4, GATED, PF>;
+    case 5: return &qgemm_micro<5, NV, GK4, GATED, PF>;
+    default: return &qgemm_micro<6, NV, GK4, GATED, PF>;
   }
 }
 template <int NV, bool GATED = false>
-QMicroFn qmicro_for(int64_t mr, int64_t gs) {
+QMicroFn qmicro_for(int64_t mr, int64_t gs, bool pf) {
   switch (gs) {
-    case 32: return qmicro_for_rows<NV, 8, GATED>(mr);
-    case 64: return qmicro_for_rows<NV, 16, GATED>(mr);
-    default: return qmicro_for_rows<NV, 32, GATED>(mr);
+    case 32: return pf ? qmicro_for_rows<NV, 8, GATED, true>(mr) : qmicro_for_rows<NV, 8, GATED, false>(mr);
+    case 64: return pf ? qmicro_for_rows<NV, 16, GATED, true>(mr) : qmicro_for_rows<NV, 16, GATED, false>(mr);
+    default: return pf ? qmicro_for_rows<NV, 32, GATED, true>(mr) : qmicro_for_rows<NV, 32, GATED, false>(mr);
   }
 }
 
@@ -261,12 +274,31 @@ void qgemm_task(void* p, int64_t task, int) {
       const int64_t n0 = 16 * b;
       const float* bias = a.bias ? a.bias + n0 : nullptr;
       const float* bias2 = gated && c.up->bias ? c.up->bias + n0 : nullptr;
+      // Few m-tiles: while they run, they prefetch the next step's blocks,
+      // each m-tile its share (a block's data is one contiguous run, its
+      // k-block a proportional part of it).
+      const int64_t next = b + (gated ? 1 : 2);
+      const bool pf = c.n_mt <= kQPrefetchMaxMTiles && next + nv - 1 < bb1;
+      const uint8_t* pf_base[2] = {nullptr, nullptr};
+      int64_t share = 0, pf_stride = 0;
+      if (pf) {
+        for (int v = 0; v < nv; ++v) {
+          const QuantizedWeight& wv = gated && v == 1 ? *c.up->w : w;
+          pf_base[v] = quant_addr(wv).group_data(gated ? next : next + v, k0 / gs);
+        }
+        const int64_t sliver = quant_addr(w).d_block * kcl / K, nm = mt1 - mt0;
+        share = (sliver + nm - 1) / nm;
+        pf_stride = imax(1, (share + kcl / 4 - 1) / (kcl / 4));
+      }
       for (int64_t mt = mt0; mt < mt1; ++mt) {
         const int64_t m0 = mt * kQMR, mr = imin(kQMR, a.M - m0);
         const int32_t* xp = c.xp + (mt * K4 + k0 / 4) * kQMR;
         const int32_t* cp = c.comp + (mt * G + k0 / gs) * kQMR;
-        QMicroFn fn = gated ? qmicro_for<2, true>(mr, gs) : nv == 2 ? qmicro_for<2>(mr, gs) : qmicro_for<1>(mr, gs);
-        fn(xp, cp, wp, sp, ng, c.sx + m0, a.y + m0 * a.ldy + n0, a.ldy, msk, kb == 0, bias, bias2);
+        const uint8_t* pfp[2] = {pf_base[0] + (mt - mt0) * share, pf_base[1] + (mt - mt0) * share};
+        QMicroFn fn = gated     ? qmicro_for<2, true>(mr, gs, pf)
+                      : nv == 2 ? qmicro_for<2>(mr, gs, pf)
+                                : qmicro_for<1>(mr, gs, pf);
+        fn(xp, cp, wp, sp, ng, c.sx + m0, a.y + m0 * a.ldy + n0, a.ldy, msk, kb == 0, bias, bias2, pfp, pf_stride);
       }
     }
   }
