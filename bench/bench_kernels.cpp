@@ -468,6 +468,10 @@ void register_all() {
     for (int64_t m : {5, 8, 12, 16, 32})
       reg("gemm/bf16/M" + std::to_string(m) + "xK2048xN2048/cold/threads:" + std::to_string(threads),
           [=](benchmark::State& st) { run_matmul(st, m, 2048, 2048, DType::BF16, threads, true); }, best);
+    // Batched decode on the blocked layout (TinyLlama's gate-up).
+    for (int64_t m : {9, 16, 32, 48, 64})
+      reg("gemm/bf16-blocked/M" + std::to_string(m) + "xK2048xN5632/cold/threads:" + std::to_string(threads),
+          [=](benchmark::State& st) { run_matmul(st, m, 2048, 5632, DType::BF16, threads, true, true); }, best);
     reg("gemm/bf16/M8xK2048xN2048/hot/threads:" + std::to_string(threads),
         [=](benchmark::State& st) { run_matmul(st, 8, 2048, 2048, DType::BF16, threads, false); }, best);
     // both BF16 GEMM modes (Auto picks one per CPU class, see ops.h)

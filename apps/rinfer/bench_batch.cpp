@@ -106,7 +106,10 @@ int run_batch_bench(Session& s, const BatchBenchOptions& o, const std::string& m
     qw.N = qw.K = cfg.hidden_size;
     qw.group_size = s.lm.group_size;
   }
+  bool blocked = false;  // BF16 matrices stored blocked (the converter's default)
+  for (const auto& [name, t] : s.lm.weights->tensors()) blocked |= t.dtype == DType::BF16 && t.shape.size() == 4;
   const std::string path = s.lm.quant ? kernels::cpu::matmul_q_path(o.batch, qw)
+                           : blocked  ? kernels::cpu::matmul_bf16_blocked_path(o.batch)
                                       : kernels::cpu::matmul_path(o.batch, s.lm.dtype);
   perf::PeakKind kind{};
   const bool measure_peak = o.roofline && perf::peak_kind_of_path(path, kind);

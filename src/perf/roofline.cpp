@@ -66,7 +66,7 @@ bool peak_kind_of_path(std::string_view path, PeakKind& kind) {
   if (has("scalar")) return false;
   if (has("vnni") || has("a8-avx2-gemm"))  // w8a8 / w4a8: VNNI, AVX-VNNI, vpmaddubsw
     kind = PeakKind::Int8Dot;
-  else if (has("dot-gemm"))  // bf16-dot-gemm
+  else if (has("dot-gemm") || has("dot-blocked"))  // bf16-dot-gemm, bf16-dot-blocked
     kind = PeakKind::Bf16Dot;
   else  // fma GEMMs, dequant GEMMs, GEMVs
     kind = PeakKind::F32Fma;

@@ -212,7 +212,9 @@ TEST(Matmul, BlockedBf16AllIsas) {
   int cases = 0;
   for (int64_t K : {32, 96, 4096})
     for (int64_t N : {8, 40, 1000})
-      for (int64_t M : {1, 2, 3, 4, 7, 8, 9, 13, 33, 130}) {
+      // 9 to 64 rows: the small-M dot kernel on the blocked layout (3-row
+      // tiles: every tail), above: the packed GEMM.
+      for (int64_t M : {1, 2, 3, 4, 7, 8, 9, 13, 16, 17, 33, 64, 65, 130}) {
         if (M * N * K > 6'000'000) continue;
         Case c{M, K, N, DType::BF16, (M + N) % 2 == 0};
         c.blocked = true;
@@ -222,6 +224,20 @@ TEST(Matmul, BlockedBf16AllIsas) {
         if (::testing::Test::HasFailure()) return;
       }
   std::printf("  %d shapes, worst error / bound = %.3g\n", cases, worst);
+}
+
+TEST(Matmul, BlockedBf16PathNames) {
+  for (KernelLevel isa : supported_isas()) {
+    IsaScope scope(isa);
+    Bf16GemmScope mode(Bf16Gemm::Bf16Dot);
+    const bool dot = bf16_gemm_uses_dot() && active_isa() == Isa::Avx512;
+    if (active_isa() != Isa::Scalar) {
+      EXPECT_STREQ(matmul_bf16_blocked_path(8), "bf16-gemv-blocked");
+    }
+    EXPECT_STREQ(matmul_bf16_blocked_path(16), dot ? "bf16-dot-blocked" : matmul_path(16, DType::BF16));
+    EXPECT_STREQ(matmul_bf16_blocked_path(64), dot ? "bf16-dot-blocked" : matmul_path(64, DType::BF16));
+    EXPECT_STREQ(matmul_bf16_blocked_path(65), matmul_path(65, DType::BF16));
+  }
 }
 
 TEST(Matmul, BlockedLayoutRoundTrip) {

@@ -232,5 +232,11 @@ struct Zmm {
 void gemv(const MatmulArgs& a, const Runner& runner);
 // The decode GEMV on blocked BF16 weights, as[0 .. n) of one x (gemv_avx512.cpp).
 void gemv_blocked(const MatmulArgs* as, int n, const Runner& runner);
+// Blocked BF16 weights times kGemvMaxM < M <= kBlockedDotMaxM rows (batched
+// decode), as[0 .. n) of one x, vdpbf16ps on the layout as stored
+// (gemm_bf16_blocked_avx512.cpp); applies() says whether a call qualifies.
+using detail::kBlockedDotMaxM;
+bool bf16_blocked_small_m_applies(const MatmulArgs& a);
+void gemm_bf16_blocked_small_m(const MatmulArgs* as, int n, const Runner& runner);
 
 }  // namespace rinfer::kernels::cpu::avx512

@@ -196,6 +196,12 @@ const char* matmul_path(int64_t M, DType wdt) {
   return f16 ? "f16-fma-gemm" : "f32-fma-gemm";
 }
 
+const char* matmul_bf16_blocked_path(int64_t M) {
+  if (active_isa() == Isa::Avx512 && M > kGemvMaxRows && M <= detail::kBlockedDotMaxM && bf16_gemm_uses_dot())
+    return "bf16-dot-blocked";
+  return M <= kGemvMaxRows && active_isa() != Isa::Scalar ? "bf16-gemv-blocked" : matmul_path(M, DType::BF16);
+}
+
 namespace {
 
 // matmul, and whether BF16 weights may take x rounded to BF16 (the GEMM

@@ -401,6 +401,8 @@ void gemm(const MatmulArgs* as, int n, const Runner& runner, bool dot) {
 void matmul(const MatmulArgs& a, const Runner& runner) {
   if (a.M <= kGemvMaxM && a.bf16_blocked)
     gemv_blocked(&a, 1, runner);
+  else if (bf16_blocked_small_m_applies(a))
+    gemm_bf16_blocked_small_m(&a, 1, runner);
   else if (a.M <= kGemvMaxM)
     gemv(a, runner);
   else
@@ -408,8 +410,12 @@ void matmul(const MatmulArgs& a, const Runner& runner) {
 }
 
 void matmul_bf16_blocked_multi(const MatmulArgs* as, int n, const Runner& runner) {
+  bool small_m = true;
+  for (int i = 0; i < n; ++i) small_m = small_m && bf16_blocked_small_m_applies(as[i]);
   if (as[0].M <= kGemvMaxM)
     gemv_blocked(as, n, runner);
+  else if (small_m)
+    gemm_bf16_blocked_small_m(as, n, runner);
   else
     gemm(as, n, runner, as[0].bf16_dot);
 }

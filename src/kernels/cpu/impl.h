@@ -17,6 +17,10 @@ namespace rinfer::kernels::cpu::detail {
 // a SIMD file: run(pool, n, fn, ctx) calls fn(ctx, task, thread) for every task
 // in [0, n) and returns when all are done (implemented in dispatch.cpp).
 using TaskFn = void (*)(void* ctx, int64_t task, int thread);
+// Blocked BF16 weights: up to this many x rows (batched decode) take the
+// small-M dot kernel on the layout as stored (avx512), above it the packed GEMM.
+constexpr int64_t kBlockedDotMaxM = 64;
+
 struct Runner {
   void* pool = nullptr;
   int n_threads = 1;

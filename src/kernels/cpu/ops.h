@@ -91,6 +91,10 @@ bool bf16_gemm_uses_dot();          // what the BF16 GEMM does now on the active
 // What matmul does for M rows of a wdt weight: "f32-gemv", "bf16-gemv",
 // "bf16-dot-gemm", "bf16-fma-gemm", "f16-fma-gemm", ... (scalar: "...-scalar").
 const char* matmul_path(int64_t M, DType wdt);
+// The same for BF16 weights in the blocked layout: "bf16-gemv-blocked" at
+// decode, "bf16-dot-blocked" for batched decode (up to 64 rows, vdpbf16ps on
+// the layout as stored), then the packed GEMM's.
+const char* matmul_bf16_blocked_path(int64_t M);
 
 // y = x / sqrt(mean(x^2) + eps) * weight, one row of n values (y may alias x).
 void rmsnorm(const float* x, const float* weight, int64_t n, float eps, float* y);
