@@ -33,7 +33,9 @@ for t in "${targets[@]}"; do
   for d in ${dicts[$t]}; do cat "$here/dict/$d.dict"; done > "$dict"
   inputs=("$corpus" "$build/fuzz-seeds/$t")
   [ -d "$here/regressions/$t" ] && inputs+=("$here/regressions/$t")
-  common=(-max_len="${max_len[$t]}" -rss_limit_mb=2048 -timeout=10 -dict="$dict" -artifact_prefix="$art/"
+  # -timeout is wall time: on a shared machine a process that others starve
+  # of CPU takes many times its own time, so only a much longer run is a hang.
+  common=(-max_len="${max_len[$t]}" -rss_limit_mb=2048 -timeout=60 -dict="$dict" -artifact_prefix="$art/"
           -print_final_stats=1)
   log="$build/fuzz-logs/$t.log"
   mkdir -p "$(dirname "$log")"
@@ -45,18 +47,20 @@ for t in "${targets[@]}"; do
   fi
   # New inputs go into the first folder, the target's own corpus.
   set +e
+  started=$(date +%s)
   "$bin" "${common[@]}" -max_total_time="$seconds" "${inputs[@]}" >"$log" 2>&1
   rc=$?
+  elapsed=$(($(date +%s) - started))
   set -e
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
   crashes=$(find "$art" -type f | wc -l)
-  line="$t: ${execs:-?} executions in ${seconds} s (${rate:-?} exec/s), corpus $(ls "$corpus" | wc -l) files, artifacts $crashes"
+  line="$t: ${execs:-?} executions in ${elapsed} s (${rate:-?} exec/s), corpus $(ls "$corpus" | wc -l) files, artifacts $crashes"
   [ $rc = 0 ] || { line="$line  FINDING (exit $rc, see $log)"; status=1; tail -40 "$log"; }
   echo "$line"
   summary+=("$line")
   # Running totals across runs, for the report.
-  echo "$(date -u +%FT%TZ) ${execs:-0} ${seconds} ${rate:-0} rc=$rc" >> "$build/fuzz-logs/$t.totals"
+  echo "$(date -u +%FT%TZ) ${execs:-0} ${elapsed} ${rate:-0} rc=$rc" >> "$build/fuzz-logs/$t.totals"
 done
 echo "---- summary"
 printf '%s\n' "${summary[@]}"
