@@ -2,13 +2,15 @@
 // server) and measure it: a closed-loop concurrency sweep (C clients, each
 // sending its next request when the last one ends) and/or an open-loop
 // Poisson arrival rate. Reports requests/s, output tokens/s and TTFT, TPOT
-// and inter-token latency percentiles, as a table and JSON.
+// and inter-token latency percentiles, as a table and JSON; from a rinfer
+// server also the engine steps and speculative acceptance of each run.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <numeric>
 #include <random>
@@ -198,6 +200,43 @@ json run_open(const BenchServeOptions& o, const std::vector<std::vector<int32_t>
   return summarize("open", o.request_rate, rs, since(t0));
 }
 
+// The engine counters a run changes, from a rinfer server's /metrics (none
+// from servers without them): speculative drafts and acceptance, engine
+// steps and tokens generated.
+std::map<std::string, double> server_counters(const BenchServeOptions& o) {
+  std::map<std::string, double> out;
+  httplib::Client cli(o.url);
+  cli.set_connection_timeout(5, 0);
+  httplib::Headers h;
+  if (!o.api_key.empty()) h.emplace("Authorization", "Bearer " + o.api_key);
+  auto res = cli.Get("/metrics", h);
+  if (!res || res->status != 200) return out;
+  for (const char* name : {"rinfer_spec_decode_draft_tokens_total", "rinfer_spec_decode_accepted_tokens_total",
+                           "rinfer_engine_steps_total", "rinfer_generation_tokens_total"}) {
+    const std::string key = std::string(name) + " ";
+    for (size_t pos = 0; (pos = res->body.find(key, pos)) != std::string::npos; pos += key.size())
+      if (pos == 0 || res->body[pos - 1] == '\n') {
+        out[name] = std::strtod(res->body.c_str() + pos + key.size(), nullptr);
+        break;
+      }
+  }
+  return out;
+}
+
+// Adds to a run's summary what the server counted during it.
+void add_counters(json& run, const std::map<std::string, double>& before, const std::map<std::string, double>& after) {
+  auto delta = [&](const char* name) {
+    const auto a = after.find(name), b = before.find(name);
+    return a != after.end() && b != before.end() ? a->second - b->second : -1.0;
+  };
+  const double steps = delta("rinfer_engine_steps_total"), gen = delta("rinfer_generation_tokens_total");
+  if (steps > 0 && gen >= 0) run["server"] = {{"engine_steps", steps}, {"tokens_per_step", gen / steps}};
+  const double drafted = delta("rinfer_spec_decode_draft_tokens_total");
+  const double accepted = delta("rinfer_spec_decode_accepted_tokens_total");
+  if (drafted > 0)
+    run["speculative"] = {{"drafted", drafted}, {"accepted", accepted}, {"acceptance", accepted / drafted}};
+}
+
 void print_row(const json& r) {
   const bool closed = r["mode"] == "closed";
   std::printf("%-6s %8.2f %6lld %5lld %9.2f %10.1f %9.1f %9.1f %9.1f %8.2f %8.2f %8.2f %8.2f\n",
@@ -207,6 +246,10 @@ void print_row(const json& r) {
               r["ttft_ms"]["p50"].get<double>(), r["ttft_ms"]["p90"].get<double>(), r["ttft_ms"]["p99"].get<double>(),
               r["tpot_ms"]["p50"].get<double>(), r["tpot_ms"]["p99"].get<double>(), r["itl_ms"]["p50"].get<double>(),
               r["itl_ms"]["p99"].get<double>());
+  if (r.contains("speculative"))
+    std::printf("       speculative: %.0f drafts, %.1f %% accepted; %.2f tokens per engine step\n",
+                r["speculative"]["drafted"].get<double>(), 100 * r["speculative"]["acceptance"].get<double>(),
+                r.contains("server") ? r["server"]["tokens_per_step"].get<double>() : 0.0);
   std::fflush(stdout);
 }
 }  // namespace
@@ -259,12 +302,16 @@ Runner add_bench_serve(CLI::App& app) {
     json runs = json::array();
     int64_t failed = 0;
     for (int64_t c : levels) {
+      const auto before = server_counters(*o);
       runs.push_back(run_closed(*o, prompts, c));
+      add_counters(runs.back(), before, server_counters(*o));
       print_row(runs.back());
       failed += runs.back()["failed"].get<int64_t>();
     }
     if (o->request_rate > 0) {
+      const auto before = server_counters(*o);
       runs.push_back(run_open(*o, prompts));
+      add_counters(runs.back(), before, server_counters(*o));
       print_row(runs.back());
       failed += runs.back()["failed"].get<int64_t>();
     }

@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 
 #include "server_test_util.h"
@@ -156,6 +158,37 @@ TEST(ServerSpeculative, NoDraftsInALargeBatch) {
   const double alone_drafts = s.metric("rinfer_spec_decode_draft_tokens_total") - batch_drafts;
   EXPECT_GT(alone_drafts, 0);
   EXPECT_LT(batch_drafts, 8 * alone_drafts / 2) << "drafts were made while eight sequences ran";
+}
+
+// bench-serve against a speculative server: every request completes, and
+// each run reports the engine steps and the drafts the server counted
+// during it (from /metrics).
+TEST(ServerSpeculative, BenchServeReportsAcceptance) {
+  TestServer s(speculative(3));
+  const std::filesystem::path out =
+      std::filesystem::temp_directory_path() / ("bench_serve_" + std::to_string(getpid()) + ".json");
+  const CmdResult r = run_rinfer("bench-serve --url " + s.url() +
+                                 " --concurrency 1,4 --num-prompts 8 --input-len 24 --output-len 24 --json " +
+                                 quote(out.string()));
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("speculative:"), std::string::npos) << r.out;
+  std::ifstream in(out);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  std::filesystem::remove(out);
+  ASSERT_EQ(j.at("runs").size(), 2u);
+  for (const auto& run : j.at("runs")) {
+    EXPECT_EQ(run.at("completed"), 8);
+    EXPECT_EQ(run.at("failed"), 0);
+    // 8 x 24 tokens, one per sequence per step at most without drafts: the
+    // accepted drafts are the steps saved.
+    const double steps = run.at("server").at("engine_steps");
+    const double accepted = run.at("speculative").at("accepted");
+    EXPECT_GT(run.at("speculative").at("drafted").get<double>(), 0);
+    EXPECT_GT(run.at("server").at("tokens_per_step").get<double>(), 0);
+    if (run.at("concurrency") == 1) {
+      EXPECT_EQ(steps + accepted, 8 * 24);
+    }
+  }
 }
 
 }  // namespace
