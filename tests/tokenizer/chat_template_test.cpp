@@ -71,6 +71,11 @@ TEST(Jinja, Errors) {
                      "raise_exception: Only user and assistant roles");
   test::expect_error([] { render("{{ 'a' + 1 }}"); }, "unsupported operand types");
   test::expect_error([] { render("{{ 'unterminated }}"); }, "unterminated string");
+  // An empty subscript (found by fuzzing: it reached the interpreter as a
+  // null expression); an empty slice is fine.
+  test::expect_error([] { render("{{ messages[] }}"); }, "expected an index or a slice in '[]'");
+  test::expect_error([] { render("{% if messages[ ].role %}x{% endif %}"); }, "expected an index or a slice");
+  EXPECT_EQ(render("{{ 'abc'[:] }}{{ 'abc'[::] }}"), "abcabc");
   test::expect_error([] { ChatTemplate::load(test::testdata("tokenizer/hf/llama2")); }, "has no chat template");
 }
 

@@ -226,6 +226,8 @@ class ExprParser {
           break;
         }
         expect_op("]");
+        // x[] is a syntax error in Jinja (a slice's parts may all be empty).
+        RINFER_CHECK(slice || parts[0], "chat template: line ", line_, ": expected an index or a slice in '[]'");
         auto x = make(slice ? Expr::Slice : Expr::Index);
         x->a = std::move(e);
         x->b = std::move(parts[0]);
