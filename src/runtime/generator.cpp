@@ -78,6 +78,10 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
   res.stop_reason = "length";
   auto t_decode = std::chrono::steady_clock::now();
   int64_t drafted_at = 0;  // history's length when the drafts were made
+  // Drafts per step, backing off as serve does: halved after a step whose
+  // drafts all missed, one more after a step whose drafts all hit (rows
+  // that miss cost compute, which a small model notices).
+  int64_t draft_len = spec.num_tokens;
   while (int64_t(res.output_ids.size()) < opts.max_new_tokens) {
     bool stop = false;
     int64_t accepted = 0;
@@ -120,6 +124,12 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
     }
     res.n_accepted += accepted;
     if (draft_model) draft_model->accepted(drafted_at, accepted);
+    if (!drafts.empty()) {
+      if (accepted == 0)
+        draft_len = std::max<int64_t>(1, draft_len / 2);
+      else if (accepted == int64_t(drafts.size()))
+        draft_len = std::min(spec.num_tokens, draft_len + 1);
+    }
     if (stop) break;
     if (pos >= ctx) {
       res.stop_reason = "context";
@@ -128,7 +138,7 @@ GenerateResult Generator::generate(std::span<const int32_t> prompt, const Genera
     // The last token at pos - 1, then the drafts: each token forwarded needs
     // its row's sample to fit the context and the output budget.
     const int64_t room = std::min(ctx - pos, opts.max_new_tokens - int64_t(res.output_ids.size())) - 1;
-    const int64_t k = std::min(spec.num_tokens, room);
+    const int64_t k = std::min(draft_len, room);
     drafted_at = int64_t(history.size());
     if (draft_model) {
       const auto d = draft_model->propose(history, k);

@@ -6,7 +6,9 @@
 //
 // With speculation, a step forwards the last token and up to k drafted ones
 // (prompt lookup, or a draft model) together, and samples along the rows
-// while each sample equals the draft: a step yields 1 to k + 1 tokens. A
+// while each sample equals the draft: a step yields 1 to k + 1 tokens (k
+// halves after a step whose drafts all missed and grows back by one after
+// one whose drafts all hit). A
 // deterministic draft (prompt lookup, a greedy draft model) is a one-hot
 // proposal: each token is sampled from the model's distribution given the
 // tokens before it, with one draw of the sampler per token, and the draft
