@@ -52,11 +52,10 @@ std::span<const int32_t> DraftModel::propose(std::span<const int32_t> history, i
     if (greedy_) {
       d = sampler_.sample(logits_.data(), vocab_, hist_);
     } else {
-      std::vector<float> q;
-      sampler_.distribution(logits_.data(), vocab_, hist_, q);
-      d = sampler_.draw(q);
+      sampler_.distribution(logits_.data(), vocab_, hist_, q_row_);
+      d = sampler_.draw(q_row_);
       if (d < 0) break;  // non-finite draft logits: no drafts this step
-      std::copy(q.begin(), q.end(), q_.begin() + j * vocab_);
+      std::copy(q_row_.begin(), q_row_.end(), q_.begin() + j * vocab_);
     }
     drafts_.push_back(d);
     hist_.push_back(d);

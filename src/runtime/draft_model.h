@@ -47,7 +47,7 @@ class DraftModel {
   bool greedy_ = true;
   bool stopped_ = false;  // a token the draft cannot embed
   std::vector<int32_t> blocks_, drafts_, tokens_, hist_;
-  std::vector<float> logits_, q_;
+  std::vector<float> logits_, q_, q_row_;  // q_: k rows of q_row_
   int64_t valid_ = 0;  // history tokens whose K/V the cache holds
   double seconds_ = 0;
 };

@@ -47,23 +47,26 @@ void Sampler::apply_penalty(float* logits, int64_t n, std::span<const int32_t> h
   }
 }
 
+// The top_k by logit (ties to the lower id) into idx_, their probabilities
+// relative to the largest into probs_; returns how many of them top-p keeps.
+int64_t Sampler::top_k_candidates(const float* logits, int64_t n) {
+  idx_.resize(size_t(n));
+  std::iota(idx_.begin(), idx_.end(), 0);
+  std::partial_sort(idx_.begin(), idx_.begin() + p_.top_k, idx_.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  idx_.resize(size_t(p_.top_k));
+  probs_.resize(size_t(p_.top_k));
+  const float mx = logits[idx_[0]];
+  for (size_t i = 0; i < idx_.size(); ++i) probs_[i] = float(std::exp(double(logits[idx_[i]] - mx) / p_.temperature));
+  return top_p_prefix(probs_.data(), int64_t(idx_.size()), sum_of(probs_.data(), p_.top_k));
+}
+
 int32_t Sampler::sample(float* logits, int64_t n, std::span<const int32_t> history) {
   apply_penalty(logits, n, history);
   if (p_.temperature == 0.0f) return argmax(logits, n);
   if (p_.top_k > 0 && p_.top_k < n) {
-    // The top_k by logit (ties to the lower id), their probabilities relative
-    // to the largest, then top-p and the draw in that order.
-    idx_.resize(size_t(n));
-    std::iota(idx_.begin(), idx_.end(), 0);
-    std::partial_sort(idx_.begin(), idx_.begin() + p_.top_k, idx_.end(), [&](int32_t a, int32_t b) {
-      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-    });
-    idx_.resize(size_t(p_.top_k));
-    probs_.resize(size_t(p_.top_k));
-    const float mx = logits[idx_[0]];
-    for (size_t i = 0; i < idx_.size(); ++i)
-      probs_[i] = float(std::exp(double(logits[idx_[i]] - mx) / p_.temperature));
-    const int64_t keep = top_p_prefix(probs_.data(), int64_t(idx_.size()), sum_of(probs_.data(), p_.top_k));
+    const int64_t keep = top_k_candidates(logits, n);
     return idx_[size_t(walk(probs_.data(), keep, uniform()))];
   }
   // Every token: softmax((logits - max) / T) as one op (vectorized, the sum
@@ -87,17 +90,9 @@ void Sampler::distribution(float* logits, int64_t n, std::span<const int32_t> hi
   // id), with their unnormalized probabilities.
   std::vector<float> w;
   if (p_.top_k > 0 && p_.top_k < n) {
-    idx_.resize(size_t(n));
-    std::iota(idx_.begin(), idx_.end(), 0);
-    std::partial_sort(idx_.begin(), idx_.begin() + p_.top_k, idx_.end(), [&](int32_t a, int32_t b) {
-      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-    });
-    idx_.resize(size_t(p_.top_k));
-    const float mx = logits[idx_[0]];
-    for (int32_t i : idx_) w.push_back(float(std::exp(double(logits[i] - mx) / p_.temperature)));
-    const int64_t keep = top_p_prefix(w.data(), int64_t(w.size()), sum_of(w.data(), int64_t(w.size())));
+    const int64_t keep = top_k_candidates(logits, n);
     idx_.resize(size_t(keep));
-    w.resize(size_t(keep));
+    w.assign(probs_.begin(), probs_.begin() + keep);
   } else {
     probs_.resize(size_t(n));
     ops::softmax_tempered(logits, n, p_.temperature, probs_.data());

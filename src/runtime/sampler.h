@@ -40,6 +40,7 @@ class Sampler {
 
  private:
   void apply_penalty(float* logits, int64_t n, std::span<const int32_t> history);
+  int64_t top_k_candidates(const float* logits, int64_t n);
   static double sum_of(const float* p, int64_t n);
   int64_t top_p_prefix(const float* p, int64_t n, double total) const;
   static int64_t walk(const float* p, int64_t n, double u);
